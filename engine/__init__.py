@@ -1,0 +1,30 @@
+"""ackstate's engine: Pulsar's acknowledgement state machine, pure Python (never Spark).
+
+The domain reads like Pulsar's managed-ledger: ``Position``, ``Ledgers``, ``AckRangeSet``,
+``Cursor`` and, for a whole topic partition, ``PartitionState.apply(EventBatch, settings)``.
+"""
+
+from engine.cursor import BatchAck, Cursor, MessageId
+from engine.errors import CorruptState, EngineRefusal
+from engine.events import EventBatch
+from engine.ledgers import Ledgers
+from engine.partition import ApplyResult, EngineSettings, PartitionState, Reject
+from engine.position import EARLIEST, Position
+from engine.rangeset import AckRangeSet
+
+__all__ = [
+    "EARLIEST",
+    "AckRangeSet",
+    "ApplyResult",
+    "BatchAck",
+    "CorruptState",
+    "Cursor",
+    "EngineRefusal",
+    "EngineSettings",
+    "EventBatch",
+    "Ledgers",
+    "MessageId",
+    "PartitionState",
+    "Position",
+    "Reject",
+]

@@ -1,0 +1,316 @@
+"""A subscription cursor with Pulsar's exact acknowledgement semantics (ManagedCursorImpl).
+
+State (spec 2.1): the mark-delete position (every entry at or below it is acked), the set of
+individually acked entries above it (``AckRangeSet``), and, when batch-index acks are on, the
+unacked-index bit mask of each partially acked batch entry above mark-delete.
+
+Every public method names the Pulsar method it mirrors. Refusals raise ``EngineRefusal``
+subclasses after applying exactly what Pulsar applies before failing.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from engine.ackset import mask_to_words, next_set_bit, unacked_count, words_to_mask
+from engine.errors import CorruptState, InvalidMarkDeletePosition, MarkDeletingMarkedPosition
+from engine.ledgers import Ledgers
+from engine.position import EARLIEST, Position
+from engine.rangeset import AckRangeSet
+
+SUB_TYPES = ("Exclusive", "Failover", "Shared", "Key_Shared")
+_MAGIC = b"AKC"
+_VERSION = 1
+_HEADER = struct.Struct("<BBqq")  # version, sub type index, mark-delete ledger, entry
+_BATCH = struct.Struct("<qqiI")  # ledger, entry, batch size, word count
+
+
+class MessageId(NamedTuple):
+    """What an ACK names: an entry, and for a batch-index ack its unacked-index mask."""
+
+    position: Position
+    ack_set: int | None = None  # bit set = still unacked; None = the whole entry
+    batch_size: int = 1
+
+
+@dataclass(slots=True)
+class BatchAck:
+    """A partially acked batch entry (``batchDeletedIndexes`` value): set bit = unacked."""
+
+    batch_size: int
+    unacked: int
+
+    @property
+    def acked_count(self) -> int:
+        # Consumer.getAckedCountForTransactionAck: batchSize - cardinality(ackSet)
+        return self.batch_size - unacked_count(self.unacked)
+
+    @property
+    def words(self) -> list[int]:
+        return mask_to_words(self.unacked)
+
+
+def _previous_as_of(ledgers: Ledgers, pos: Position, lac: Position) -> Position:
+    """getPreviousPosition as the ledgers stood when ``lac`` was the last entry.
+
+    A batch applies its publishes first, so ``ledgers`` may already hold later entries. Only the
+    ledger lookup of entry 0 can see them, and only for a position beyond ``lac``: then the
+    nearest earlier ledger, at that time, ended at ``lac`` (or did not exist yet).
+    """
+    prev = ledgers.previous(pos)
+    if pos.entry_id <= 0 and prev > lac:
+        return lac if lac != EARLIEST else Position(pos.ledger_id, -1)
+    return prev
+
+
+class Cursor:
+    """One subscription's cursor over the ledgers of its topic partition."""
+
+    __slots__ = ("acked", "batch_acks", "mark_delete", "sub_type")
+
+    def __init__(self, sub_type: str, mark_delete: Position = EARLIEST) -> None:
+        self.sub_type = sub_type
+        self.mark_delete = mark_delete
+        self.acked = AckRangeSet()
+        self.batch_acks: dict[Position, BatchAck] = {}
+
+    @classmethod
+    def subscribe(cls, sub_type: str, initial_position: str, ledgers: Ledgers, lac: Position) -> Cursor:
+        """ManagedLedgerImpl.asyncOpenCursor with InitialPosition: Latest puts mark-delete on
+        the last entry; Earliest before the first entry of the first ledger (``L:-1``)."""
+        if initial_position == "Earliest":
+            first = ledgers.first_ledger_id
+            start = EARLIEST if first is None or lac == EARLIEST else Position(first, -1)
+        else:
+            start = lac
+        return cls(sub_type, start)
+
+    # ---- queries --------------------------------------------------------------------
+    def is_deleted(self, pos: Position) -> bool:
+        """ManagedCursorImpl.isMessageDeleted: at or below mark-delete, or individually acked."""
+        return pos <= self.mark_delete or pos in self.acked
+
+    def backlog(self, ledgers: Ledgers) -> int:
+        """getNumberOfEntriesInBacklog(isPrecise=true), in entries: entries in
+        (markDelete, last] minus those individually acked."""
+        lac = ledgers.last_position
+        if self.mark_delete >= lac:
+            return 0
+        return ledgers.count_between(self.mark_delete, lac) - self.acked.count_existing(ledgers)
+
+    @property
+    def individually_deleted_messages(self) -> str:
+        """getIndividuallyDeletedMessages(): the internal-stats string."""
+        return str(self.acked)
+
+    @property
+    def non_contiguous_deleted_ranges(self) -> int:
+        """PersistentTopic.getInternalStats nonContiguousDeletedMessagesRanges = IDM.size()."""
+        return self.acked.size()
+
+    # ---- individual acks ------------------------------------------------------------
+    def ack(self, message_ids: list[MessageId], ledgers: Ledgers, lac: Position, batch_index_enabled: bool) -> None:
+        """ManagedCursorImpl.asyncDelete, one call, positions in the given order (spec 2.3).
+
+        A position beyond the last entry fails the whole call; the ones before it stay applied.
+        """
+        refused: Position | None = None
+        for mid in message_ids:
+            pos = mid.position
+            if pos > lac:
+                # asyncDelete: "Invalid mark deleted position"; earlier positions stay applied
+                refused = pos
+                break
+            self._delete_one(mid, batch_index_enabled)
+        self._auto_advance(ledgers, lac)
+        if refused is not None:
+            raise InvalidMarkDeletePosition(f"ack of {refused} beyond the last published entry {lac}")
+
+    def _delete_one(self, mid: MessageId, batch_index_enabled: bool) -> None:
+        pos = mid.position
+        if self.is_deleted(pos):
+            # asyncDelete: already deleted -> drop leftover batch state, no error
+            self.batch_acks.pop(pos, None)
+        elif mid.ack_set is None:
+            # asyncDelete: whole entry -> drop batch state, add (prev(pos), pos] to the range set
+            self.batch_acks.pop(pos, None)
+            self.acked.add(pos)
+        elif batch_index_enabled:
+            self._merge_batch_ack(pos, mid.ack_set, mid.batch_size)
+        # else asyncDelete: an ack set with batch-index deletion disabled has no effect at all
+
+    def _merge_batch_ack(self, pos: Position, ack_set: int, batch_size: int) -> None:
+        """asyncDelete with an ack set: AND-merge the unacked bits; empty means the entry is done."""
+        current = self.batch_acks.get(pos)
+        merged = ack_set if current is None else current.unacked & ack_set
+        if merged == 0:
+            self.batch_acks.pop(pos, None)
+            self.acked.add(pos)
+        elif current is None:
+            self.batch_acks[pos] = BatchAck(batch_size, merged)
+        else:
+            current.unacked = merged
+
+    def ack_entries(
+        self,
+        entries_by_ledger: dict[int, np.ndarray],
+        batch_ids: list[MessageId],
+        ledgers: Ledgers,
+        lac: Position,
+        batch_index_enabled: bool,
+    ) -> None:
+        """A run of individual acks with no order-sensitive event between them, applied at once.
+
+        Equivalent to asyncDelete called for each ack in order: set union and AND-merge commute,
+        deleted entries only ever grow, and auto-advance reaches the same fixpoint whether it runs
+        after every ack or once at the end. The positions are already checked against the last
+        entry of their time.
+        """
+        for ledger_id, entries in entries_by_ledger.items():
+            self.acked.add_entries(ledger_id, entries)
+        if self.batch_acks:
+            for pos in [p for p in self.batch_acks if p in self.acked]:
+                del self.batch_acks[pos]
+        for mid in batch_ids:
+            self._delete_one(mid, batch_index_enabled)
+        self.acked.remove_at_most(self.mark_delete)
+        self._auto_advance(ledgers, lac)
+
+    def _auto_advance(self, ledgers: Ledgers, lac: Position) -> None:
+        """asyncDelete steps 3-5: move mark-delete onto the first range when nothing unacked
+        lies between them (the range touches mark-delete, or only empty ledgers are between)."""
+        first = self.acked.first_range()
+        if first is not None and first[1] <= self.mark_delete:
+            self.acked.remove_at_most(self.mark_delete)
+            first = self.acked.first_range()
+        if first is None:
+            return
+        lower, upper = first
+        if lower <= self.mark_delete or ledgers.count_between(self.mark_delete, lower) <= 0:
+            self._set_acknowledged_position(upper, ledgers, lac)
+
+    def _set_acknowledged_position(self, new_md: Position, ledgers: Ledgers, lac: Position) -> None:
+        """ManagedCursorImpl.setAcknowledgedPosition: refuse going back, extend over contiguous
+        acked runs (across ledgers), then purge ranges and batch state at or below it."""
+        if new_md < self.mark_delete:
+            raise MarkDeletingMarkedPosition(
+                f"cumulative ack of {new_md} is below mark-delete {self.mark_delete}"
+            )
+        if new_md != self.mark_delete:
+            nxt = ledgers.next_valid(new_md)
+            while nxt <= lac and nxt in self.acked:
+                new_md = self.acked.range_upper(nxt)
+                nxt = ledgers.next_valid(new_md)
+        self.mark_delete = new_md
+        self.acked.remove_at_most(new_md)
+        self._align_batch_acks()
+
+    def _align_batch_acks(self) -> None:
+        """internalMarkDelete -> alignAcknowledgeStatus: batch state at or below mark-delete is
+        dropped once the mark-delete persists. Persisting always succeeds here, so the invariant
+        "batch state only above mark-delete" holds after every command, refused ones included."""
+        if self.batch_acks:
+            for pos in [p for p in self.batch_acks if p <= self.mark_delete]:
+                del self.batch_acks[pos]
+
+    # ---- cumulative ack -------------------------------------------------------------
+    def ack_cumulative(self, mid: MessageId, ledgers: Ledgers, lac: Position, batch_index_enabled: bool) -> None:
+        """ManagedCursorImpl.asyncMarkDelete (spec 2.5)."""
+        new_pos = mid.position
+        if mid.ack_set is not None:
+            new_pos = self._ack_batch_position(mid, ledgers, lac, batch_index_enabled)
+        try:
+            if new_pos > lac:
+                # asyncMarkDelete: "Invalid mark deleted position". Pulsar's exception (MD at the
+                # end of its ledger and a next valid ledger after LAC's) cannot arise here: a
+                # ledger is known only through its published entries, all at or below LAC.
+                raise InvalidMarkDeletePosition(
+                    f"cumulative ack of {mid.position} beyond the last published entry {lac}"
+                )
+            self._set_acknowledged_position(new_pos, ledgers, lac)
+        finally:
+            self._align_batch_acks()  # ackBatchPosition may have recorded state below mark-delete
+
+    def _ack_batch_position(
+        self, mid: MessageId, ledgers: Ledgers, lac: Position, batch_index_enabled: bool
+    ) -> Position:
+        """ManagedCursorImpl.ackBatchPosition: keep the batch mask only when it moved further
+        (no roll back), drop batch state below, and stop mark-delete before the entry."""
+        pos = mid.position
+        new_pos = _previous_as_of(ledgers, pos, lac)
+        if batch_index_enabled:
+            assert mid.ack_set is not None
+            current = self.batch_acks.get(pos)
+            if current is None or next_set_bit(mid.ack_set) > next_set_bit(current.unacked):
+                self.batch_acks[pos] = BatchAck(mid.batch_size, mid.ack_set)
+            for stale in [p for p in self.batch_acks if p < new_pos]:
+                del self.batch_acks[stale]
+        return new_pos
+
+    # ---- projections ----------------------------------------------------------------
+    def batch_ack_rows(self) -> list[tuple[Position, BatchAck]]:
+        return sorted(self.batch_acks.items())
+
+    # ---- encoding -------------------------------------------------------------------
+    def encode(self) -> bytes:
+        """Versioned, exact, unbounded binary form (the `cursors.state` column).
+
+        Layout (little endian): b"AKC", version u8, sub-type index u8, mark-delete ledger i64 and
+        entry i64; the range set (ledger count u32, then per ledger: id i64, byte length u32,
+        portable roaring bitmap of acked entry ids); batch entries (count u32, then per entry:
+        ledger i64, entry i64, batch size i32, word count u32, words i64...).
+        """
+        out = [
+            _MAGIC,
+            _HEADER.pack(_VERSION, SUB_TYPES.index(self.sub_type), *self.mark_delete),
+        ]
+        self.acked.encode_into(out)
+        out.append(struct.pack("<I", len(self.batch_acks)))
+        for pos, batch in sorted(self.batch_acks.items()):
+            words = batch.words
+            out.append(_BATCH.pack(pos.ledger_id, pos.entry_id, batch.batch_size, len(words)))
+            out.append(struct.pack(f"<{len(words)}q", *words))
+        return b"".join(out)
+
+    @classmethod
+    def decode(cls, data: bytes) -> Cursor:
+        if data[:3] != _MAGIC:
+            raise CorruptState("cursor state: bad magic")
+        try:
+            version, sub_index, md_ledger, md_entry = _HEADER.unpack_from(data, 3)
+        except struct.error as exc:
+            raise CorruptState("cursor state: truncated header") from exc
+        if version != _VERSION:
+            raise CorruptState(f"cursor state: unsupported version {version}")
+        cursor = cls(SUB_TYPES[sub_index], Position(md_ledger, md_entry))
+        cursor.acked, off = AckRangeSet.decode_from(data, 3 + _HEADER.size)
+        try:
+            (n,) = struct.unpack_from("<I", data, off)
+            off += 4
+            for _ in range(n):
+                ledger_id, entry_id, batch_size, nwords = _BATCH.unpack_from(data, off)
+                off += _BATCH.size
+                words = struct.unpack_from(f"<{nwords}q", data, off)
+                off += 8 * nwords
+                cursor.batch_acks[Position(ledger_id, entry_id)] = BatchAck(batch_size, words_to_mask(words))
+        except struct.error as exc:
+            raise CorruptState("cursor state: truncated batch section") from exc
+        if off != len(data):
+            raise CorruptState("cursor state: trailing bytes")
+        return cursor
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Cursor)
+            and self.sub_type == other.sub_type
+            and self.mark_delete == other.mark_delete
+            and self.acked == other.acked
+            and self.batch_acks == other.batch_acks
+        )
+
+    def __repr__(self) -> str:
+        return f"Cursor({self.sub_type}, md={self.mark_delete}, acked={self.acked}, batch={self.batch_acks})"

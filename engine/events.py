@@ -1,0 +1,133 @@
+"""Events of one topic partition in columnar form: what the engine applies.
+
+The UDF layer turns a grouped Arrow batch into an ``EventBatch`` without a Python loop per
+event; tests and tools build one from plain records. Message ids of ACK/NACK/REDELIVER events
+are flattened (``msg_*`` arrays, ``msg_offsets`` per event), and so are their ``ack_set`` words
+(``ackset_words``, ``ackset_offsets`` per message id).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+EVENT_TYPES = ("SUBSCRIBE", "CLOSE_CONSUMER", "PUBLISH", "SEND", "SEND_FAILED", "DISPATCH", "ACK", "NACK", "REDELIVER")
+TYPE_CODE = {name: code for code, name in enumerate(EVENT_TYPES)}
+SUBSCRIBE, CLOSE_CONSUMER, PUBLISH, SEND, SEND_FAILED, DISPATCH, ACK, NACK, REDELIVER = range(len(EVENT_TYPES))
+
+ACK_INDIVIDUAL, ACK_CUMULATIVE = 0, 1
+ACK_TYPE_CODE = {"Individual": ACK_INDIVIDUAL, "Cumulative": ACK_CUMULATIVE}
+
+
+@dataclass(slots=True)
+class EventBatch:
+    """Events of one topic partition, ordered by ``seq``. Missing numbers are -1."""
+
+    seq: np.ndarray  # int64
+    event_time: np.ndarray  # int64
+    type: np.ndarray  # int8, TYPE_CODE
+    sub_code: np.ndarray  # int32, index into sub_names, -1 when absent
+    sub_names: list[str]
+    ack_type: np.ndarray  # int8, ACK_TYPE_CODE, -1 when absent
+    ledger_id: np.ndarray  # int64 (PUBLISH, DISPATCH)
+    entry_id: np.ndarray  # int64
+    batch_size: np.ndarray  # int32
+    sub_type: np.ndarray  # object: str or None (SUBSCRIBE)
+    initial_position: np.ndarray  # object: str or None (SUBSCRIBE)
+    msg_offsets: np.ndarray  # int64, len n + 1
+    msg_ledger: np.ndarray  # int64
+    msg_entry: np.ndarray  # int64
+    msg_batch_size: np.ndarray  # int32
+    ackset_offsets: np.ndarray  # int64, len m + 1
+    ackset_words: np.ndarray  # int64
+    row: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # caller's row ids
+
+    def __post_init__(self) -> None:
+        if self.row.size != self.seq.size:
+            self.row = np.arange(self.seq.size, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return int(self.seq.size)
+
+    def take(self, order: np.ndarray) -> EventBatch:
+        """The same events reordered (used to sort by seq); message arrays are regathered."""
+        counts = np.diff(self.msg_offsets)[order]
+        starts = self.msg_offsets[:-1][order]
+        midx = _gather_ranges(starts, counts)
+        ac_counts = np.diff(self.ackset_offsets)[midx]
+        ac_idx = _gather_ranges(self.ackset_offsets[:-1][midx], ac_counts)
+        return EventBatch(
+            seq=self.seq[order], event_time=self.event_time[order], type=self.type[order],
+            sub_code=self.sub_code[order], sub_names=self.sub_names, ack_type=self.ack_type[order],
+            ledger_id=self.ledger_id[order], entry_id=self.entry_id[order], batch_size=self.batch_size[order],
+            sub_type=self.sub_type[order], initial_position=self.initial_position[order],
+            msg_offsets=np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
+            msg_ledger=self.msg_ledger[midx], msg_entry=self.msg_entry[midx],
+            msg_batch_size=self.msg_batch_size[midx],
+            ackset_offsets=np.concatenate(([0], np.cumsum(ac_counts))).astype(np.int64),
+            ackset_words=self.ackset_words[ac_idx], row=self.row[order],
+        )
+
+    @classmethod
+    def from_records(cls, records: Sequence[Mapping[str, Any]]) -> EventBatch:
+        """Build from contract-shaped dicts (tests, tools); defaults as in CONTRACT.md."""
+        n = len(records)
+        sub_index: dict[str, int] = {}
+        cols: dict[str, list[Any]] = {k: [] for k in (
+            "seq", "event_time", "type", "sub_code", "ack_type", "ledger_id", "entry_id", "batch_size",
+            "sub_type", "initial_position")}
+        offsets, mled, ment, mbs, aoff, words = [0], [], [], [], [0], []
+        for rec in records:
+            cols["seq"].append(rec["seq"])
+            cols["event_time"].append(rec.get("event_time") or 0)
+            cols["type"].append(TYPE_CODE[rec["type"]])
+            sub = rec.get("subscription")
+            cols["sub_code"].append(-1 if sub is None else sub_index.setdefault(sub, len(sub_index)))
+            cols["ack_type"].append(ACK_TYPE_CODE.get(rec.get("ack_type") or "", -1))
+            cols["ledger_id"].append(_num(rec.get("ledger_id")))
+            cols["entry_id"].append(_num(rec.get("entry_id")))
+            cols["batch_size"].append(rec.get("batch_size") or 1)
+            cols["sub_type"].append(rec.get("sub_type"))
+            cols["initial_position"].append(rec.get("initial_position") or "Latest")
+            for mid in rec.get("message_ids") or ():
+                mled.append(mid["ledger_id"])
+                ment.append(mid["entry_id"])
+                mbs.append(mid.get("batch_size") or 1)
+                words.extend(mid.get("ack_set") or ())
+                aoff.append(len(words))
+            offsets.append(len(mled))
+        return cls(
+            seq=np.asarray(cols["seq"], dtype=np.int64),
+            event_time=np.asarray(cols["event_time"], dtype=np.int64),
+            type=np.asarray(cols["type"], dtype=np.int8),
+            sub_code=np.asarray(cols["sub_code"], dtype=np.int32),
+            sub_names=list(sub_index),
+            ack_type=np.asarray(cols["ack_type"], dtype=np.int8),
+            ledger_id=np.asarray(cols["ledger_id"], dtype=np.int64),
+            entry_id=np.asarray(cols["entry_id"], dtype=np.int64),
+            batch_size=np.asarray(cols["batch_size"], dtype=np.int32),
+            sub_type=np.asarray(cols["sub_type"], dtype=object).reshape(n),
+            initial_position=np.asarray(cols["initial_position"], dtype=object).reshape(n),
+            msg_offsets=np.asarray(offsets, dtype=np.int64),
+            msg_ledger=np.asarray(mled, dtype=np.int64),
+            msg_entry=np.asarray(ment, dtype=np.int64),
+            msg_batch_size=np.asarray(mbs, dtype=np.int32),
+            ackset_offsets=np.asarray(aoff, dtype=np.int64),
+            ackset_words=np.asarray(words, dtype=np.int64),
+        )
+
+
+def _num(value: Any) -> int:
+    return -1 if value is None else int(value)
+
+
+def _gather_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Indices ``starts[i] .. starts[i] + counts[i] - 1`` for all i, concatenated, no loop."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.empty(0, dtype=np.int64)
+    bases = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+    return (np.arange(total, dtype=np.int64) + bases).astype(np.int64)

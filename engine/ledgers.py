@@ -1,0 +1,149 @@
+"""The ledgers of one topic partition, as known from PUBLISH events.
+
+A ledger exists once an entry was published into it; its entries are 0..last. This is the part
+of ``ManagedLedgerImpl`` the cursor needs: the last published position (LAC), next/previous
+valid position across ledgers, and entry counts between two positions.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from collections.abc import Iterator
+
+import numpy as np
+
+from engine.errors import CorruptState
+from engine.position import EARLIEST, Position
+
+_MAGIC = b"AKL"
+_VERSION = 1
+
+
+class Ledgers:
+    """Ledger ids in ascending order with their last entry id; entries are contiguous from 0."""
+
+    __slots__ = ("_counts_before", "_ids", "_last")
+
+    def __init__(self, ids: list[int] | None = None, last: list[int] | None = None) -> None:
+        self._ids: list[int] = list(ids or [])
+        self._last: list[int] = list(last or [])
+        self._counts_before: list[int] | None = None
+
+    # ---- building -------------------------------------------------------------------
+    def publish(self, pos: Position) -> None:
+        """Record an appended entry. Callers guarantee ``pos > last_position`` (append only)."""
+        if self._ids and self._ids[-1] == pos.ledger_id:
+            self._last[-1] = max(self._last[-1], pos.entry_id)
+        else:
+            self._ids.append(pos.ledger_id)
+            self._last.append(pos.entry_id)
+        self._counts_before = None
+
+    # ---- queries --------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        """(ledger id, last entry id) in ascending order."""
+        return zip(self._ids, self._last, strict=True)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Ledgers) and self._ids == other._ids and self._last == other._last
+
+    def __repr__(self) -> str:
+        return f"Ledgers({list(self)})"
+
+    @property
+    def last_position(self) -> Position:
+        """ManagedLedgerImpl.getLastConfirmedEntry; EARLIEST when nothing was published."""
+        if not self._ids:
+            return EARLIEST
+        return Position(self._ids[-1], self._last[-1])
+
+    @property
+    def first_ledger_id(self) -> int | None:
+        return self._ids[0] if self._ids else None
+
+    def last_entry(self, ledger_id: int) -> int | None:
+        """Last entry id of a ledger, or None if the ledger has no entries (does not exist)."""
+        i = bisect.bisect_left(self._ids, ledger_id)
+        if i < len(self._ids) and self._ids[i] == ledger_id:
+            return self._last[i]
+        return None
+
+    def exists(self, pos: Position) -> bool:
+        last = self.last_entry(pos.ledger_id)
+        return last is not None and 0 <= pos.entry_id <= last
+
+    def next_valid(self, pos: Position) -> Position:
+        """ManagedLedgerImpl.getNextValidPosition: next existing entry, else LAC.next."""
+        i = bisect.bisect_left(self._ids, pos.ledger_id)
+        if i < len(self._ids) and self._ids[i] == pos.ledger_id:
+            if pos.entry_id + 1 <= self._last[i]:
+                return Position(pos.ledger_id, pos.entry_id + 1)
+            i += 1
+        if i < len(self._ids):
+            return Position(self._ids[i], 0)
+        lac = self.last_position
+        return Position(lac.ledger_id, lac.entry_id + 1)
+
+    def previous(self, pos: Position) -> Position:
+        """ManagedLedgerImpl.getPreviousPosition: entry-1, else the last entry of the nearest
+        earlier non-empty ledger, else ``L:-1``."""
+        if pos.entry_id > 0:
+            return Position(pos.ledger_id, pos.entry_id - 1)
+        i = bisect.bisect_left(self._ids, pos.ledger_id)
+        if i > 0:
+            return Position(self._ids[i - 1], self._last[i - 1])
+        return Position(pos.ledger_id, -1)
+
+    def _prefix(self) -> list[int]:
+        if self._counts_before is None:
+            counts = [0]
+            for last in self._last:
+                counts.append(counts[-1] + last + 1)
+            self._counts_before = counts
+        return self._counts_before
+
+    def count_upto(self, pos: Position) -> int:
+        """Number of existing entries at or before ``pos``."""
+        prefix = self._prefix()
+        i = bisect.bisect_left(self._ids, pos.ledger_id)
+        total = prefix[i]
+        if i < len(self._ids) and self._ids[i] == pos.ledger_id:
+            total += max(0, min(pos.entry_id, self._last[i]) + 1)
+        return total
+
+    def count_between(self, lower_open: Position, upper_closed: Position) -> int:
+        """ManagedLedgerImpl.getNumberOfEntries(Range.openClosed(lower, upper))."""
+        if upper_closed <= lower_open:
+            return 0
+        return self.count_upto(upper_closed) - self.count_upto(lower_open)
+
+    @property
+    def total_entries(self) -> int:
+        return self._prefix()[-1]
+
+    # ---- encoding -------------------------------------------------------------------
+    def encode(self) -> bytes:
+        """Versioned binary form: magic, version, count, ledger ids, last entry ids (LE i64)."""
+        ids = np.asarray(self._ids, dtype="<i8")
+        last = np.asarray(self._last, dtype="<i8")
+        return _MAGIC + struct.pack("<BI", _VERSION, len(ids)) + ids.tobytes() + last.tobytes()
+
+    @classmethod
+    def decode(cls, data: bytes | None) -> Ledgers:
+        if not data:
+            return cls()
+        if data[:3] != _MAGIC:
+            raise CorruptState("ledger state: bad magic")
+        version, n = struct.unpack_from("<BI", data, 3)
+        if version != _VERSION:
+            raise CorruptState(f"ledger state: unsupported version {version}")
+        off = 3 + struct.calcsize("<BI")
+        if len(data) != off + 16 * n:
+            raise CorruptState("ledger state: truncated")
+        ids = np.frombuffer(data, dtype="<i8", count=n, offset=off).tolist()
+        last = np.frombuffer(data, dtype="<i8", count=n, offset=off + 8 * n).tolist()
+        return cls(ids, last)

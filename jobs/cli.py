@@ -1,0 +1,256 @@
+"""``ackstate``: the one command-line entry point (CONTRACT.md section 3).
+
+This module only parses arguments and dispatches. Each subcommand is a function
+``f(args) -> int | None`` named by module path in ``COMMANDS`` and imported when the command
+runs, so ``ackstate --help`` starts no JVM and a command whose module is not part of this
+build says so instead of failing at import. Before dispatch, ``args.config`` holds the merged
+``AckstateConfig`` and ``args.warehouse`` the resolved absolute warehouse ``Path``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from typing import Any, NamedTuple
+
+from jobs.config import load_config
+from jobs.errors import AckstateError
+from jobs.logs import configure_logging
+
+
+class Command(NamedTuple):
+    target: str
+    """``module:function`` called with the parsed arguments."""
+    help: str
+
+
+COMMANDS: dict[str, Command] = {
+    "setup": Command(
+        "jobs.jars:setup_command", "put the Delta Lake jars in the local cache (once; needs Maven Central)"
+    ),
+    "demo": Command("jobs.demo:run", "generate a workload, ingest it and print stats: the main job, locally"),
+    "init": Command("jobs.tables:init_command", "create the warehouse tables (idempotent)"),
+    "ingest": Command("jobs.ingest:run", "the streaming job: apply events to the warehouse tables"),
+    "compact": Command("jobs.compact:run", "the scheduled batch job: compact the warehouse tables"),
+    "stats": Command("jobs.stats:stats_command", "JSON shaped like `pulsar-admin topics stats`"),
+    "internal-stats": Command(
+        "jobs.stats:internal_stats_command", "JSON shaped like `pulsar-admin topics stats-internal`"
+    ),
+    "generate": Command("jobs.generate:run", "write a synthetic event log"),
+    "bench": Command("jobs.bench:run", "run the benchmarks and print the figures"),
+    "sql": Command("jobs.sql:run", "run a SQL query over the warehouse tables"),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``ackstate`` with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error argparse already printed
+        return _exit_code(exc.code)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+
+    configure_logging(args.log_level)
+    try:
+        handler = _load(COMMANDS[args.command].target)
+        if handler is None:
+            print(f"ackstate {args.command}: not available in this build", file=sys.stderr)
+            return 2
+        args.config = load_config(args.conf)
+        args.warehouse = args.config.warehouse(args.warehouse)
+        return _exit_code(handler(args))
+    except AckstateError as exc:
+        print(f"ackstate: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ackstate: interrupted", file=sys.stderr)
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--warehouse",
+        metavar="PATH",
+        help="Delta warehouse directory "
+        "(default: $ACKSTATE_WAREHOUSE, else [ingest] warehouse, else ./warehouse)",
+    )
+    common.add_argument(
+        "--conf", metavar="FILE", help="TOML settings merged over conf/ackstate.toml (see README)"
+    )
+    common.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="level of ackstate's own log lines on stderr (default: INFO)",
+    )
+
+    parser = argparse.ArgumentParser(
+        prog="ackstate",
+        description="Apache Pulsar subscription acknowledgement state as Delta Lake tables.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    parsers = {
+        name: sub.add_parser(name, parents=[common], help=cmd.help, description=cmd.help)
+        for name, cmd in COMMANDS.items()
+    }
+    for name, add in _ARGUMENTS.items():
+        add(parsers[name])
+    return parser
+
+
+def _setup_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--jars-dir",
+        metavar="PATH",
+        help="jar cache (default: $ACKSTATE_JARS_DIR, else ~/.cache/ackstate/jars)",
+    )
+    p.add_argument(
+        "--resolver",
+        choices=["auto", "maven", "ivy"],
+        default="auto",
+        help="how to fetch the jars: Maven if `mvn` is on PATH, else Spark's Ivy (default: auto)",
+    )
+    p.add_argument("--force", action="store_true", help="resolve again even if the cache is complete")
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="start a local Delta session from the cache even if nothing was resolved",
+    )
+
+
+def _demo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--events", type=int, default=100_000, metavar="N", help="events to generate (default: 100000)"
+    )
+    p.add_argument("--out", metavar="PATH", help="where to write the event log (default: chosen by the demo)")
+
+
+def _ingest_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--source", metavar="PATH", help="event input: a directory of JSON Lines files or a Delta table"
+    )
+    p.add_argument(
+        "--format", choices=["json", "delta", "kafka"], default="json", help="source format (default: json)"
+    )
+    p.add_argument(
+        "--trigger",
+        choices=["available-now", "continuous"],
+        help="process what is there and stop, or keep running (default: [ingest] trigger)",
+    )
+    p.add_argument(
+        "--processing-time",
+        metavar="INTERVAL",
+        help='micro-batch interval for --trigger continuous, e.g. "10 seconds" '
+        "(default: [ingest] processing_time)",
+    )
+    p.add_argument(
+        "--checkpoint", metavar="PATH", help="streaming checkpoint directory (default: under the warehouse)"
+    )
+    p.add_argument(
+        "--max-files-per-trigger",
+        type=int,
+        metavar="N",
+        help="input files per micro-batch (default: [ingest] max_files_per_trigger)",
+    )
+    p.add_argument(
+        "--implicit-consumers",
+        action="store_true",
+        help="attach consumers that subscribed before the first event implicitly",
+    )
+
+
+def _stats_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--topic", metavar="T", help="one topic or partition, as Pulsar names it (default: all)")
+    p.add_argument("--subscription", metavar="S", help="one subscription (default: all)")
+    p.add_argument("--as-of", metavar="V", help="Delta table version or timestamp to read (default: latest)")
+
+
+def _generate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", metavar="PATH", default="./events", help="output directory (default: ./events)")
+    p.add_argument(
+        "--events", type=int, default=100_000, metavar="N", help="events to write (default: 100000)"
+    )
+    p.add_argument("--topics", type=int, default=4, metavar="N", help="topics (default: 4)")
+    p.add_argument("--partitions", type=int, default=2, metavar="N", help="partitions per topic (default: 2)")
+    p.add_argument(
+        "--subscriptions", type=int, default=4, metavar="N", help="subscriptions per topic (default: 4)"
+    )
+    p.add_argument(
+        "--malformed-rate",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="fraction of records written malformed, 0..1 (default: 0)",
+    )
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="random seed (default: 0)")
+
+
+def _bench_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", action="store_true", help="engine apply, ack-heavy stream, one core")
+    p.add_argument("--ingest", action="store_true", help="end-to-end ingest against a Spark pass-through")
+    p.add_argument("--subscriptions", action="store_true", help="stats over many subscriptions")
+    p.add_argument("--dedup", action="store_true", help="producer deduplication")
+    p.add_argument(
+        "--runs",
+        type=int,
+        default=5,
+        metavar="N",
+        help="runs per figure; the median is reported (default: 5)",
+    )
+    p.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
+
+
+def _sql_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query", help="SQL over the warehouse tables, which are registered by their names")
+
+
+_ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
+    "setup": _setup_args,
+    "demo": _demo_args,
+    "ingest": _ingest_args,
+    "stats": _stats_args,
+    "internal-stats": _stats_args,
+    "generate": _generate_args,
+    "bench": _bench_args,
+    "sql": _sql_args,
+}
+
+
+def _load(target: str) -> Callable[[argparse.Namespace], Any] | None:
+    """Import ``module:function``; None when that module (not one it imports) does not exist."""
+    module_name, function = target.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            return None
+        raise
+    return getattr(module, function, None)
+
+
+def _exit_code(code: Any) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)  # SystemExit("message") convention
+    return 1
+
+
+def _version() -> str:
+    try:
+        return metadata.version("ackstate")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

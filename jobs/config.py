@@ -1,0 +1,242 @@
+"""ackstate settings: the packaged ``conf/ackstate.toml`` merged with a user's ``--conf`` TOML.
+
+The packaged file is also the schema: its top-level keys are the engine settings ackstate
+knows (Pulsar broker settings in snake_case, Pulsar 4.0 defaults) and its tables are the
+sections it knows. A user file may only change a known key to a value of the same type;
+anything unknown is kept and reported with a warning, so a typo is visible but does not stop
+a running pipeline.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jobs
+from jobs.errors import ConfigError
+
+log = logging.getLogger("ackstate.config")
+
+WAREHOUSE_ENV = "ACKSTATE_WAREHOUSE"
+DEFAULT_WAREHOUSE = "./warehouse"
+
+
+def conf_dir() -> Path:
+    """The directory of ackstate's default configuration files.
+
+    A checkout or an editable install keeps ``conf/`` next to the ``jobs`` package; a wheel
+    install gets a copy under ``<prefix>/share/ackstate/conf``.
+    """
+    candidates = (
+        Path(jobs.__file__).resolve().parent.parent / "conf",
+        Path(sys.prefix) / "share" / "ackstate" / "conf",
+    )
+    for candidate in candidates:
+        if (candidate / "ackstate.toml").is_file():
+            return candidate
+    raise ConfigError(
+        f"ackstate's default configuration (conf/ackstate.toml) is in none of "
+        f"{', '.join(str(c) for c in candidates)}: reinstall ackstate"
+    )
+
+
+@dataclass(frozen=True)
+class AckstateConfig:
+    """Merged settings. ``engine`` holds every top-level key; each table is a plain dict."""
+
+    engine: dict[str, Any]
+    spark_defaults: dict[str, str]
+    """The packaged ``[spark]`` table: tuning for the embedded local Spark only."""
+    spark: dict[str, str]
+    """The user's ``[spark]`` table: applied to every session ackstate builds."""
+    ingest: dict[str, Any]
+    delta: dict[str, Any]
+    tables: dict[str, Any] = field(default_factory=dict)
+    """Other tables of the user file (known to a later version, or misspelt), kept as read."""
+    source: Path | None = None
+    """The user file these settings came from, if any."""
+
+    # --- engine settings (typed accessors for the ones ackstate's engine obeys) -----------
+
+    @property
+    def acknowledgment_at_batch_index_level_enabled(self) -> bool:
+        return bool(self.engine["acknowledgment_at_batch_index_level_enabled"])
+
+    @property
+    def broker_deduplication_enabled(self) -> bool:
+        return bool(self.engine["broker_deduplication_enabled"])
+
+    @property
+    def max_unacked_messages_per_consumer(self) -> int:
+        return int(self.engine["max_unacked_messages_per_consumer"])
+
+    @property
+    def max_unacked_messages_per_subscription(self) -> int:
+        return int(self.engine["max_unacked_messages_per_subscription"])
+
+    @property
+    def active_consumer_failover_delay_time_millis(self) -> int:
+        return int(self.engine["active_consumer_failover_delay_time_millis"])
+
+    @property
+    def active_consumer_failover_consistent_hashing(self) -> bool:
+        return bool(self.engine["active_consumer_failover_consistent_hashing"])
+
+    @property
+    def max_concurrent_non_persistent_message_per_connection(self) -> int:
+        return int(self.engine["max_concurrent_non_persistent_message_per_connection"])
+
+    @property
+    def subscription_redelivery_tracker_enabled(self) -> bool:
+        return bool(self.engine["subscription_redelivery_tracker_enabled"])
+
+    @property
+    def managed_ledger_max_unacked_ranges_to_persist(self) -> int:
+        return int(self.engine["managed_ledger_max_unacked_ranges_to_persist"])
+
+    # --- Spark and Delta -----------------------------------------------------------------
+
+    def spark_conf(self, *, local: bool) -> dict[str, str]:
+        """Spark settings for a session: the local tuning only when Spark runs locally."""
+        merged = dict(self.spark_defaults) if local else {}
+        merged.update(self.spark)
+        return merged
+
+    @property
+    def delta_coordinate(self) -> str:
+        """Maven coordinate of the Delta Lake jar, ``group:artifact:version``."""
+        return f"{self.delta['group']}:{self.delta['artifact']}:{self.delta['version']}"
+
+    def warehouse(self, flag: str | Path | None = None) -> Path:
+        """Where the Delta tables live: ``--warehouse``, else ``$ACKSTATE_WAREHOUSE``, else the
+        ``[ingest] warehouse`` setting (default ``./warehouse``), as an absolute path."""
+        return resolve_warehouse(flag, self)
+
+
+def resolve_warehouse(flag: str | Path | None = None, config: AckstateConfig | None = None) -> Path:
+    """Resolve the warehouse path: flag, then environment, then configuration, then default."""
+    chosen: str | Path | None = flag or os.environ.get(WAREHOUSE_ENV) or None
+    if chosen is None and config is not None:
+        chosen = config.ingest.get("warehouse")
+    return Path(chosen or DEFAULT_WAREHOUSE).expanduser().absolute()
+
+
+def load_config(conf_file: str | Path | None = None) -> AckstateConfig:
+    """Merge the packaged defaults with ``conf_file`` (a ``--conf`` TOML), if given."""
+    defaults_path = conf_dir() / "ackstate.toml"
+    defaults = _read_toml(defaults_path)
+    user: dict[str, Any] = {}
+    source = None
+    if conf_file is not None:
+        source = Path(conf_file).expanduser()
+        if not source.is_file():
+            raise ConfigError(f"--conf {source}: no such file")
+        user = _read_toml(source)
+
+    engine = {k: v for k, v in defaults.items() if not isinstance(v, dict)}
+    known_tables = {k for k, v in defaults.items() if isinstance(v, dict)}
+    tables: dict[str, Any] = {}
+    for key, value in user.items():
+        if isinstance(value, dict):
+            if key not in known_tables:
+                log.warning("unknown table [%s] in %s: kept, but ackstate does not use it", key, source)
+                tables[key] = value
+        elif key in engine:
+            engine[key] = _checked(key, value, engine[key], source)
+        else:
+            log.warning("unknown setting %r in %s: kept, but ackstate does not use it", key, source)
+            engine[key] = value
+
+    return AckstateConfig(
+        engine=engine,
+        spark_defaults=_spark_table(defaults.get("spark", {})),
+        spark=_spark_table(_table(user, "spark", source)),
+        ingest=_merged_table(defaults, user, "ingest", source),
+        delta=_merged_table(defaults, user, "delta", source),
+        tables=tables,
+        source=source,
+    )
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path} cannot be read: {exc.strerror}") from None
+
+
+def _table(doc: Mapping[str, Any], name: str, source: Path | None) -> dict[str, Any]:
+    value = doc.get(name, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{name} in {source} must be a table ([{name}]), got {value!r}")
+    return value
+
+
+def _merged_table(
+    defaults: Mapping[str, Any], user: Mapping[str, Any], name: str, source: Path | None
+) -> dict[str, Any]:
+    merged = dict(defaults.get(name, {}))
+    for key, value in _table(user, name, source).items():
+        if key in merged:
+            merged[key] = _checked(f"[{name}] {key}", value, merged[key], source)
+        else:
+            log.warning(
+                "unknown setting [%s] %r in %s: kept, but ackstate does not use it", name, key, source
+            )
+            merged[key] = value
+    return merged
+
+
+def _checked(name: str, value: Any, default: Any, source: Path | None) -> Any:
+    """Reject a value whose type differs from the default's (``true`` for a count, ``"5"`` …)."""
+    expected = type(default)
+    ok = isinstance(value, expected) and (isinstance(value, bool) == isinstance(default, bool))
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        ok = True
+    if not ok:
+        raise ConfigError(
+            f"{name} in {source} must be {_TYPE_NAMES.get(expected, expected.__name__)} "
+            f"like the default {default!r}, got {value!r}"
+        )
+    return value
+
+
+_TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def _spark_table(table: Mapping[str, Any]) -> dict[str, str]:
+    """Flatten a ``[spark]`` table into Spark conf keys and string values.
+
+    ``sql.shuffle.partitions = 2`` (a nested table in TOML), ``"sql.shuffle.partitions" = 2``
+    and ``"spark.sql.shuffle.partitions" = 2`` all become ``spark.sql.shuffle.partitions=2``.
+    """
+    flat: dict[str, str] = {}
+
+    def walk(prefix: str, node: Mapping[str, Any]) -> None:
+        for key, value in node.items():
+            name = f"{prefix}.{key}" if prefix else key
+            if isinstance(value, dict):
+                walk(name, value)
+            else:
+                full = name if name.startswith("spark.") else f"spark.{name}"
+                flat[full] = _spark_value(value)
+
+    walk("", table)
+    return flat
+
+
+def _spark_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(_spark_value(v) for v in value)
+    return str(value)

@@ -1,0 +1,397 @@
+"""``ackstate ingest``: apply the event stream to the warehouse tables, exactly once.
+
+One Structured Streaming query reads the events (JSON Lines directory or a Delta table) and
+hands every micro-batch to ``BatchWriter`` (``foreachBatch``), which:
+
+1. splits the records into valid events and rejected records (``jobs.validate``);
+2. reads the state of the topic partitions the batch touches (``topic_partitions``, ``cursors``);
+3. cogroups events and state by (topic, partition) and applies them in the Arrow UDF
+   ``udfs.apply.apply_partition``, which calls the engine: replays are dropped there
+   (``stale_seq``), broker refusals recorded, new state and projection changes returned;
+4. writes ``rejected_events``, ``cursors``, ``topic_partitions``, ``ack_ranges``,
+   ``batch_acks``, ``ledgers`` and ``ingest_batches``, touching only this batch's keys.
+
+Exactly once without multi-table transactions: every write carries Delta's idempotent-write
+pair (``txnAppId`` = this query's app id, ``txnVersion`` = the batch id), so a write a crashed
+run already committed is skipped when the batch runs again; and every output is a pure function
+of the batch's input and the state it started from. To start from that same state after a
+crash, each write is tagged (``userMetadata``) with the batch, and the first batch of a run
+reads the state tables at the version just before that batch's own commit if there is one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine import EngineSettings
+from jobs import progress
+from jobs.errors import AckstateError
+from jobs.tables import ensure_tables, table_path
+from schemas.tables import REJECTED_EVENT_COLUMNS, TABLES
+from schemas.udf import APPLY_EVENT_COLUMNS, APPLY_OUTPUT, BATCH, CURSOR, DELETE, LEDGER, PARTITION, RANGE, REJECT
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger("ackstate.ingest")
+
+STATE_TABLES = ("topic_partitions", "cursors")
+STATE_FORMAT = 1  # engine.cursor encoding version written to cursors.state_format
+
+
+class IngestError(AckstateError):
+    """The ingest query could not start or failed."""
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    source: str
+    warehouse: Path
+    format: str = "json"
+    trigger: str = "available-now"
+    processing_time: str = "10 seconds"
+    checkpoint: str | None = None
+    max_files_per_trigger: int | None = None
+    settings: EngineSettings = EngineSettings()
+
+    @property
+    def checkpoint_path(self) -> str:
+        if self.checkpoint:
+            return str(Path(self.checkpoint).absolute())
+        digest = hashlib.sha1(str(Path(self.source).absolute()).encode()).hexdigest()[:12]
+        return str(self.warehouse / "_checkpoints" / f"ingest-{digest}")
+
+    @property
+    def app_id(self) -> str:
+        """Stable across restarts of the same query (same checkpoint): the idempotency key."""
+        return "ackstate-ingest-" + hashlib.sha1(self.checkpoint_path.encode()).hexdigest()[:16]
+
+
+# ---- the streaming query ----------------------------------------------------------------
+def read_source(spark: SparkSession, options: IngestOptions) -> DataFrame:
+    """The input stream as one string column ``value`` holding one JSON record per row."""
+    from pyspark.sql import functions as F
+
+    if options.format == "json":
+        reader = spark.readStream.format("text")
+        if options.max_files_per_trigger:
+            reader = reader.option("maxFilesPerTrigger", options.max_files_per_trigger)
+        return reader.load(options.source)
+    if options.format == "delta":
+        stream = spark.readStream.format("delta").load(options.source)
+        return stream.select(F.to_json(F.struct(*[F.col(c) for c in stream.columns])).alias("value"))
+    raise IngestError(f"--format {options.format}: supported formats are json and delta")
+
+
+def start_ingest(spark: SparkSession, options: IngestOptions) -> StreamingQuery:
+    ensure_tables(spark, options.warehouse)
+    _register_listener(spark)
+    writer = BatchWriter(options)
+    stream = read_source(spark, options).writeStream.foreachBatch(writer)
+    stream = stream.option("checkpointLocation", options.checkpoint_path).queryName("ackstate-ingest")
+    if options.trigger == "available-now":
+        stream = stream.trigger(availableNow=True)
+    elif options.trigger == "continuous":
+        stream = stream.trigger(processingTime=options.processing_time)
+    else:
+        raise IngestError(f"--trigger {options.trigger}: use available-now or continuous")
+    return stream.start()
+
+
+_LISTENERS: set[int] = set()
+
+
+def _register_listener(spark: SparkSession) -> None:
+    if id(spark) not in _LISTENERS:
+        spark.streams.addListener(progress.IngestProgressListener())
+        _LISTENERS.add(id(spark))
+
+
+def run(args: argparse.Namespace) -> int:
+    """``ackstate ingest``."""
+    from jobs.session import get_spark
+
+    if not args.source:
+        raise IngestError("--source PATH is required (a directory of JSON Lines files or a Delta table)")
+    options = IngestOptions(
+        source=str(Path(args.source).absolute()),
+        warehouse=args.warehouse,
+        format=getattr(args, "format", None) or "json",
+        trigger=getattr(args, "trigger", None) or args.config.ingest.get("trigger", "available-now"),
+        processing_time=getattr(args, "processing_time", None) or args.config.ingest.get("processing_time", "10 seconds"),
+        checkpoint=getattr(args, "checkpoint", None),
+        max_files_per_trigger=getattr(args, "max_files_per_trigger", None) or args.config.ingest.get("max_files_per_trigger"),
+        settings=EngineSettings.from_config(args.config.engine),
+    )
+    spark = get_spark(args.config)
+    query = start_ingest(spark, options)
+    try:
+        query.awaitTermination()
+    except KeyboardInterrupt:
+        log.info("stopping ingest")
+        query.stop()
+    if query.exception() is not None:
+        raise IngestError(f"ingest failed: {query.exception()}")
+    return 0
+
+
+# ---- one micro-batch ------------------------------------------------------------------
+class _Phases:
+    """Wall time of each phase of a batch, logged at DEBUG: where a slow batch spends its time."""
+
+    def __init__(self, batch_id: int) -> None:
+        self.batch_id, self.last = batch_id, time.time()
+
+    def done(self, phase: str) -> None:
+        now = time.time()
+        log.debug("batch %d: %s took %.2f s", self.batch_id, phase, now - self.last)
+        self.last = now
+
+
+class BatchWriter:
+    """The ``foreachBatch`` function; see the module docstring for the exactly-once design."""
+
+    def __init__(self, options: IngestOptions) -> None:
+        self.options = options
+        self._first_batch = True
+
+    def __call__(self, raw: DataFrame, batch_id: int) -> None:
+        spark = raw.sparkSession
+        started = time.time()
+        self._phases = _Phases(batch_id)
+        tag = f"{self.options.app_id}:{batch_id}"
+        pinned = self._pinned_versions(spark, tag) if self._first_batch else {}
+        self._first_batch = False
+
+        raw = raw.persist()
+        try:
+            input_rows = raw.count()
+            self._phases.done("read")
+            if input_rows == 0:
+                return
+            self._apply(spark, raw, batch_id, tag, pinned, input_rows, started)
+        finally:
+            raw.unpersist()
+
+    def _pinned_versions(self, spark: SparkSession, tag: str) -> dict[str, int]:
+        """If a crashed run already committed part of this batch, the state before it."""
+        from delta.tables import DeltaTable
+        from pyspark.sql import functions as F
+
+        pinned = {}
+        for name in STATE_TABLES:
+            history = DeltaTable.forPath(spark, table_path(self.options.warehouse, name)).history(100)
+            hit = history.filter(F.col("userMetadata") == tag).agg(F.min("version")).first()
+            if hit is not None and hit[0] is not None:
+                pinned[name] = int(hit[0]) - 1
+                log.info("batch %s was partly written before a restart: reading %s at version %d", tag, name, pinned[name])
+        return pinned
+
+    def _state(self, spark: SparkSession, name: str, pinned: dict[str, int]) -> DataFrame:
+        reader = spark.read.format("delta")
+        if name in pinned:
+            reader = reader.option("versionAsOf", pinned[name])
+        return reader.load(table_path(self.options.warehouse, name))
+
+    def _apply(
+        self, spark: SparkSession, raw: DataFrame, batch_id: int, tag: str, pinned: dict[str, int],
+        input_rows: int, started: float,
+    ) -> None:
+        from pyspark.sql import functions as F
+
+        from jobs.validate import parse_and_validate
+
+        valid, rejected = parse_and_validate(raw)
+        valid = valid.withColumn("_row", F.monotonically_increasing_id()).persist()
+        rejected = rejected.persist()
+        try:
+            keys = ["topic", "partition"]
+            touched = valid.select(*keys).distinct()
+            partitions = self._state(spark, "topic_partitions", pinned).join(touched, keys, "left_semi")
+            cursors = self._state(spark, "cursors", pinned).join(touched, keys, "left_semi")
+            state = partitions.select(
+                *keys, F.lit(PARTITION).alias("kind"), F.lit(None).cast("string").alias("subscription"),
+                F.col("ledgers").alias("state"), "last_seq", "last_event_time",
+            ).unionByName(cursors.select(
+                *keys, F.lit(CURSOR).alias("kind"), "subscription", "state",
+                F.lit(None).cast("long").alias("last_seq"), F.lit(None).cast("long").alias("last_event_time"),
+            ))
+            settings = self.options.settings
+
+            def apply(key: Any, events: Any, current: Any) -> Any:
+                from udfs.apply import apply_partition
+
+                return apply_partition(key, events, current, settings)
+
+            out = (
+                valid.select(*APPLY_EVENT_COLUMNS).groupBy(*keys)
+                .cogroup(state.groupBy(*keys)).applyInArrow(apply, APPLY_OUTPUT)
+                .persist()
+            )
+            try:
+                out.count()
+                self._phases.done("validate and apply")
+                figures = self._write(spark, valid, rejected, out, batch_id, tag, input_rows, started)
+            finally:
+                out.unpersist()
+        finally:
+            valid.unpersist()
+            rejected.unpersist()
+        progress.record(figures)
+
+    # ---- writes -------------------------------------------------------------------------
+    def _write(
+        self, spark: SparkSession, valid: DataFrame, rejected: DataFrame, out: DataFrame, batch_id: int,
+        tag: str, input_rows: int, started: float,
+    ) -> progress.BatchFigures:
+        from pyspark.sql import functions as F
+
+        lineage = [F.lit(self.options.app_id).alias("query_id"), F.lit(batch_id).cast("long").alias("batch_id")]
+        kinds = {r["kind"]: r for r in out.groupBy("kind").agg(
+            F.count(F.lit(1)).alias("n"), F.sum("applied").alias("applied"), F.sum("stale").alias("stale"),
+            F.sum(F.when(F.col("state_changed"), 1).otherwise(0)).alias("changed"),
+        ).collect()}
+
+        engine_rejects = out.filter(F.col("kind") == REJECT).select("row", "reason", "detail").join(
+            valid.select(F.col("_row").alias("row"), "event_id", "topic", "partition", "seq", "type", "subscription",
+                         F.to_json(F.struct(*[c for c in valid.columns if c != "_row"])).alias("raw")),
+            "row",
+        ).select(*REJECTED_EVENT_COLUMNS)
+        all_rejects = rejected.select(*REJECTED_EVENT_COLUMNS).unionByName(engine_rejects)
+        reasons = {r["reason"]: r["count"] for r in all_rejects.groupBy("reason").count().collect()}
+        self._phases.done("count")
+        if reasons:
+            self._append(all_rejects.select("*", *lineage, F.current_timestamp().alias("rejected_at")),
+                         "rejected_events", batch_id, tag)
+            self._phases.done("write rejected_events")
+
+        now = F.current_timestamp()
+        if CURSOR in kinds:
+            cursor_rows = out.filter(F.col("kind") == CURSOR).select(
+                "topic", "partition", "subscription", "sub_type",
+                F.concat_ws(":", "mark_delete_ledger_id", "mark_delete_entry_id").alias("mark_delete"),
+                "mark_delete_ledger_id", "mark_delete_entry_id", "state", F.lit(STATE_FORMAT).alias("state_format"),
+                "msg_backlog", "non_contiguous_deleted_ranges", "partial_batch_entries", "last_seq", "last_event_time",
+                *lineage, now.alias("updated_at"), "state_changed",
+            )
+            always = ["msg_backlog", "last_seq", "last_event_time", "query_id", "batch_id", "updated_at"]
+            self._merge(
+                spark, "cursors", cursor_rows, batch_id, tag,
+                matched=[("s.state_changed", None), ("NOT s.state_changed", always)], insert="s.state_changed",
+            )
+        if PARTITION in kinds:
+            part_rows = out.filter(F.col("kind") == PARTITION).select(
+                "topic", "partition", "last_seq", "last_event_time", "ledgers", *lineage, now.alias("updated_at"),
+            )
+            self._merge(spark, "topic_partitions", part_rows, batch_id, tag)
+        if RANGE in kinds:
+            ranges = out.filter(F.col("kind") == RANGE).select(
+                "topic", "partition", "subscription", "ledger_id", "lower_entry_id", "upper_entry_id",
+                F.concat(F.lit("("), F.col("ledger_id"), F.lit(":"), F.col("lower_entry_id"), F.lit(".."),
+                         F.col("ledger_id"), F.lit(":"), F.col("upper_entry_id"), F.lit("]")).alias("range"),
+                "entries", "op",
+            )
+            self._merge_changes(spark, "ack_ranges", ranges, batch_id, tag)
+        if BATCH in kinds:
+            batches = out.filter(F.col("kind") == BATCH).select(
+                "topic", "partition", "subscription", "ledger_id", "entry_id",
+                F.concat_ws(":", "ledger_id", "entry_id").alias("position"), "batch_size", "ack_set", "acked_count", "op",
+            )
+            self._merge_changes(spark, "batch_acks", batches, batch_id, tag)
+        if LEDGER in kinds:
+            ledgers = out.filter(F.col("kind") == LEDGER).select(
+                "topic", "partition", "ledger_id", F.col("entry_id").alias("first_entry_id"),
+                F.col("upper_entry_id").alias("last_entry_id"), "entries", "op",
+            )
+            self._merge_changes(spark, "ledgers", ledgers, batch_id, tag)
+
+        partition_row = kinds.get(PARTITION)
+        stale = int(reasons.get("stale_seq", 0))
+        figures = progress.BatchFigures(
+            batch_id=batch_id,
+            input_rows=input_rows,
+            applied_rows=int(partition_row["applied"] or 0) if partition_row else 0,
+            rejected_rows=sum(int(v) for v in reasons.values()),
+            stale_rows=stale,
+            duplicate_rows=int(reasons.get("duplicate_event_id", 0)),
+            partitions_touched=int(partition_row["n"]) if partition_row else 0,
+            cursors_touched=int(kinds[CURSOR]["changed"] or 0) if CURSOR in kinds else 0,
+            duration_ms=max(1, int((time.time() - started) * 1000)),
+        )
+        record = figures.as_dict()
+        row = spark.createDataFrame([{**record, "query_id": self.options.app_id}]).select(
+            F.lit(self.options.app_id).alias("query_id"), F.lit(batch_id).cast("long").alias("batch_id"),
+            *[F.col(c).cast("long").alias(c) for c in (
+                "input_rows", "applied_rows", "rejected_rows", "stale_rows", "duplicate_rows",
+                "partitions_touched", "cursors_touched", "duration_ms")],
+            F.col("rows_per_second").cast("double"),
+            F.to_timestamp(F.lit(started)).alias("started_at"), F.current_timestamp().alias("finished_at"),
+        )
+        self._append(row, "ingest_batches", batch_id, tag)
+        return figures
+
+    def _append(self, df: DataFrame, table: str, batch_id: int, tag: str) -> None:
+        (df.select(*[f.name for f in TABLES[table].fields]).write.format("delta").mode("append")
+         .option("txnAppId", self.options.app_id).option("txnVersion", batch_id).option("userMetadata", tag)
+         .save(table_path(self.options.warehouse, table)))
+
+    def _merge(
+        self, spark: SparkSession, table: str, source: DataFrame, batch_id: int, tag: str, *,
+        matched: list[tuple[str | None, list[str] | None]] | None = None, insert: str | None = None,
+    ) -> None:
+        """MERGE ``source`` into ``table`` on its key, idempotently for (app id, batch id).
+
+        ``matched``: (condition, columns to set or None for all) clauses in order.
+        """
+        from delta.tables import DeltaTable
+
+        from schemas.tables import TABLE_KEYS
+
+        columns = [f.name for f in TABLES[table].fields]
+        keys = TABLE_KEYS[table]
+        on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
+        merge = DeltaTable.forPath(spark, table_path(self.options.warehouse, table)).alias("t").merge(source.alias("s"), on)
+        for condition, cols in matched or [(None, None)]:
+            merge = merge.whenMatchedUpdate(condition=condition, set={c: f"s.`{c}`" for c in (cols or columns)})
+        merge = merge.whenNotMatchedInsert(condition=insert, values={c: f"s.`{c}`" for c in columns})
+        self._idempotent(spark, batch_id, tag, merge.execute)
+        self._phases.done(f"merge {table}")
+
+    def _merge_changes(self, spark: SparkSession, table: str, source: DataFrame, batch_id: int, tag: str) -> None:
+        """MERGE projection changes: rows tagged ``op = delete`` are removed, the rest upserted."""
+        from delta.tables import DeltaTable
+
+        from schemas.tables import TABLE_KEYS
+
+        columns = [f.name for f in TABLES[table].fields]
+        on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in TABLE_KEYS[table])
+        is_delete = f"s.op = '{DELETE}'"
+        merge = (
+            DeltaTable.forPath(spark, table_path(self.options.warehouse, table)).alias("t").merge(source.alias("s"), on)
+            .whenMatchedDelete(condition=is_delete)
+            .whenMatchedUpdate(set={c: f"s.`{c}`" for c in columns})
+            .whenNotMatchedInsert(condition=f"NOT ({is_delete})", values={c: f"s.`{c}`" for c in columns})
+        )
+        self._idempotent(spark, batch_id, tag, merge.execute)
+        self._phases.done(f"merge {table}")
+
+    def _idempotent(self, spark: SparkSession, batch_id: int, tag: str, action: Any) -> None:
+        conf = spark.conf
+        conf.set("spark.databricks.delta.write.txnAppId", self.options.app_id)
+        conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+        conf.set("spark.databricks.delta.commitInfo.userMetadata", tag)
+        try:
+            action()
+        finally:
+            conf.unset("spark.databricks.delta.write.txnAppId")
+            conf.unset("spark.databricks.delta.write.txnVersion")
+            conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+
+

@@ -1,0 +1,68 @@
+"""The warehouse: where each Delta table lives, creating them, and reading them (with time travel).
+
+Every job reaches a table through this module, so the layout (one directory per table under the
+warehouse, CONTRACT.md section 2) is decided in one place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from schemas.tables import TABLE_CLUSTERING, TABLES
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger("ackstate.tables")
+
+
+def table_path(warehouse: str | Path, name: str) -> str:
+    if name not in TABLES:
+        raise KeyError(f"unknown table {name!r}; tables are {sorted(TABLES)}")
+    return str(Path(warehouse) / name)
+
+
+def ensure_tables(spark: SparkSession, warehouse: str | Path) -> list[str]:
+    """Create every missing table, clustered by topic partition; return the names created.
+
+    Idempotent: an existing table is left as it is (columns are only ever added, so a newer
+    schema with extra columns is merged in by the writers, not here).
+    """
+    from delta.tables import DeltaTable
+
+    created = []
+    for name, schema in TABLES.items():
+        path = table_path(warehouse, name)
+        if DeltaTable.isDeltaTable(spark, path):
+            continue
+        builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+        builder = builder.clusterBy(*TABLE_CLUSTERING[name])
+        builder.execute()
+        created.append(name)
+    if created:
+        log.info("created tables %s under %s", ", ".join(created), warehouse)
+    return created
+
+
+def read_table(
+    spark: SparkSession, warehouse: str | Path, name: str, *, as_of: str | int | None = None
+) -> DataFrame:
+    """A table as a DataFrame; ``as_of`` is a Delta version (int or digits) or a timestamp."""
+    reader = spark.read.format("delta")
+    if as_of is not None:
+        text = str(as_of)
+        reader = reader.option("versionAsOf", int(text)) if text.isdigit() else reader.option("timestampAsOf", text)
+    return reader.load(table_path(warehouse, name))
+
+
+def init_command(args: argparse.Namespace) -> int:
+    """``ackstate init``: create the warehouse tables."""
+    from jobs.session import get_spark
+
+    spark = get_spark(args.config)
+    created = ensure_tables(spark, args.warehouse)
+    print(f"warehouse {args.warehouse}: created {len(created)} table(s), {len(TABLES) - len(created)} existed")
+    return 0

@@ -1,0 +1,434 @@
+"""Split raw input records into valid events and rejected records (step 1 of a micro-batch).
+
+Bad input must never stop the stream and never be lost (CONTRACT.md section 1), so every
+input row ends up in exactly one of the two outputs: `valid` (the v1 event columns, contract
+defaults applied) or `rejected` (the `rejected_events` columns the caller does not add itself,
+with one reason code and a human-readable detail).
+
+Everything is a Spark SQL column expression (no Python UDF): this runs on million-row
+micro-batches. The rules themselves are data in `schemas.validation`; this module only turns
+them into expressions. Each row gets exactly one reason, the first failing rule in this order:
+
+1. ``malformed_json``: null or blank line, not JSON, not an object, a field whose JSON type
+   the v1 schema cannot read (``"seq": "12"``, ``"partition": 3000000000``, ``"seq": true``),
+   or no v1 field at all (``{}``).
+2. ``missing_field``: one of event_id, seq, event_time, type, topic is absent or null.
+3. ``unknown_type``: type is not a v1 event type (case-sensitive).
+4. ``missing_field``: a field required for this type is absent or null, or a message id lacks
+   ledger_id/entry_id (or is null).
+5. ``invalid_value``: enum not allowed, bad topic name (or one with ``-partition-N``),
+   partition < -1, negative seq/event_time, batch_size/num_messages < 1, negative priority or
+   delays, a message id batch_size < 1, a null ack_set word, an ACK/NACK without message ids.
+6. ``negative_position``: ledger_id/entry_id < 0 in the event or in any message id.
+7. ``batch_index_out_of_range``: a message id's batch_index is not -1 and not in
+   ``[0, batch_size)`` (no batch_size: out of range).
+8. ``ack_set_too_long``: an ack_set with more words than ``ceil(batch_size / 64)``, or without
+   a batch_size >= 1.
+9. ``duplicate_event_id``: among the rows that passed 1-8, every row of an event_id but the one
+   with the lowest seq (ties: the first in input order, by `monotonically_increasing_id`).
+
+Known leniency: Spark's JSON reader turns a JSON number or boolean into a string when the
+schema asks for a string (``"event_id": 5`` reads as ``"5"``), and ignores text after the
+first JSON value of a line; such records are not rejected. Unknown fields are ignored (the
+contract only ever adds fields).
+
+Both outputs derive from one plan; a caller that uses both (the ingest job does) should
+persist the input batch, or `classify` the batch once and persist that, so the input is not
+parsed twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from schemas import validation as V
+from schemas.events import (
+    EVENT_DEFAULTS,
+    EVENT_FIELD_NAMES,
+    EVENT_SCHEMA,
+    HIGHEST_SEQUENCE_ID_DEFAULTS_TO,
+    MESSAGE_ID_DEFAULTS,
+    MESSAGE_ID_FIELD_NAMES,
+    MESSAGE_ID_SCHEMA,
+)
+from schemas.tables import REJECTED_EVENT_COLUMNS
+
+REASON_COLUMN = "reason"
+DETAIL_COLUMN = "detail"
+RAW_COLUMN = "raw"
+# Internal columns; the leading underscore keeps them apart from any event field.
+_PARSED = "_parsed"
+_CORRUPT = "_corrupt_record"
+_ORDER = "_input_order"
+_RULE = "_rule"
+
+_PARSE_SCHEMA = T.StructType([*EVENT_SCHEMA.fields, T.StructField(_CORRUPT, T.StringType())])
+_PARSE_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+_FIELD_TYPES: dict[str, T.DataType] = {f.name: f.dataType for f in EVENT_SCHEMA.fields}
+
+
+# --------------------------------------------------------------------------- public surface
+
+
+def parse_and_validate(raw: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """Split `raw` (a string column ``value``, one JSON Lines record per row) in two.
+
+    Returns ``(valid, rejected)``: `valid` has exactly the `EVENT_SCHEMA` columns with the
+    contract defaults applied; `rejected` has `schemas.tables.REJECTED_EVENT_COLUMNS`
+    (event_id, topic, partition, seq, type, subscription, reason, detail, raw), the caller
+    adds query_id, batch_id and rejected_at. For a Delta-table source, build ``value`` with
+    ``to_json(struct(*))``.
+    """
+    return split(mark_duplicates(classify(raw)))
+
+
+def classify(raw: DataFrame) -> DataFrame:
+    """Parse `raw.value` and give every row its reason (null = valid) and detail.
+
+    The result has the event columns (defaults applied to rows that parsed), ``reason``,
+    ``detail``, ``raw`` and an internal input-order column; feed it to `mark_duplicates`
+    and `split`. No shuffle happens here.
+    """
+    parsed = raw.select(
+        F.col("value").alias(RAW_COLUMN),
+        F.from_json(F.col("value"), _PARSE_SCHEMA, _PARSE_OPTIONS).alias(_PARSED),
+    )
+    malformed, malformed_detail = _malformed_rule()
+    # Defaults are applied to every row; a malformed row keeps the partition it parsed.
+    fields = parsed.select(
+        RAW_COLUMN,
+        *[_with_default(name).alias(name) for name in EVENT_FIELD_NAMES],
+        F.col(f"{_PARSED}.partition").alias("_parsed_partition"),
+        malformed.alias("_malformed"),
+        F.when(malformed, malformed_detail).alias("_malformed_detail"),
+    )
+    rules = _rules()
+    first_failing: Column = F.when(F.col("_malformed"), F.lit(0))
+    for i, (_, checks) in enumerate(rules, start=1):
+        first_failing = first_failing.when(_any([_true(cond) for cond, _ in checks]), F.lit(i))
+    ruled = fields.select("*", first_failing.alias(_RULE))
+    rule = F.col(_RULE)
+    reason: Column = F.when(rule == 0, F.lit(V.MALFORMED_JSON))
+    detail: Column = F.when(rule == 0, F.col("_malformed_detail"))
+    for i, (code, checks) in enumerate(rules, start=1):
+        reason = reason.when(rule == i, F.lit(code))
+        detail = detail.when(rule == i, _details(checks))
+    partition = F.when(rule == 0, F.col("_parsed_partition")).otherwise(F.col("partition"))
+    # The nondeterministic input-order column makes this projection a barrier for the
+    # optimizer: filters on `reason` are not pushed below it and projections above are not
+    # merged into it. Without it Catalyst inlines the rule expressions into every consumer and
+    # constraint propagation grows exponentially with the number of fields (minutes, or OOM).
+    return ruled.select(
+        *[F.col(c) if c != "partition" else partition.alias(c) for c in EVENT_FIELD_NAMES],
+        reason.alias(REASON_COLUMN),
+        detail.alias(DETAIL_COLUMN),
+        RAW_COLUMN,
+        F.monotonically_increasing_id().alias(_ORDER),
+    )
+
+
+def mark_duplicates(classified: DataFrame) -> DataFrame:
+    """Reject all but one valid row per event_id with ``duplicate_event_id``.
+
+    The kept row has the lowest seq, then the lowest input order. Only rows that passed every
+    other rule take part: a broken copy is rejected for its own reason and does not hide a
+    good one. Rejected rows are spread over the window by their input order so that many of
+    them (all with a null event_id, say) do not pile up in one window partition.
+    """
+    valid = F.col(REASON_COLUMN).isNull()
+    window = Window.partitionBy(F.when(valid, F.col("event_id")), F.when(~valid, F.col(_ORDER))).orderBy(
+        F.col("seq").asc_nulls_last(), F.col(_ORDER).asc()
+    )
+    ranked = classified.select(
+        "*",
+        F.row_number().over(window).alias("_copy"),
+        F.first(F.col("seq")).over(window).alias("_kept_seq"),
+    )
+    is_dup = valid & (F.col("_copy") > 1)
+    dup_detail = F.format_string(
+        "event_id %s is also carried by a record with seq %d in this batch; that one is kept",
+        F.col("event_id"),
+        F.col("_kept_seq"),
+    )
+    return ranked.select(
+        *EVENT_FIELD_NAMES,
+        F.when(is_dup, F.lit(V.DUPLICATE_EVENT_ID)).otherwise(F.col(REASON_COLUMN)).alias(REASON_COLUMN),
+        F.when(is_dup, dup_detail).otherwise(F.col(DETAIL_COLUMN)).alias(DETAIL_COLUMN),
+        RAW_COLUMN,
+        _ORDER,
+    )
+
+
+def split(marked: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """`(valid, rejected)` from the output of `classify` (or `mark_duplicates`)."""
+    is_valid = F.col(REASON_COLUMN).isNull()
+    # Referencing the input-order column keeps `classify`'s optimizer barrier in the plan
+    # (an unused column would be pruned, and the barrier with it); it is never negative.
+    kept = F.col(_ORDER) >= 0
+    valid = marked.where(kept & is_valid).select(*EVENT_FIELD_NAMES)
+    rejected = marked.where(kept & ~is_valid).select(*REJECTED_EVENT_COLUMNS)
+    return valid, rejected
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _parsed(name: str) -> Column:
+    return F.col(f"{_PARSED}.{name}")
+
+
+def _with_default(name: str) -> Column:
+    """The parsed field with the contract default when absent."""
+    col = _parsed(name)
+    if name in EVENT_DEFAULTS:
+        return F.coalesce(col, F.lit(EVENT_DEFAULTS[name]).cast(_FIELD_TYPES[name]))
+    if name == "highest_sequence_id":
+        return F.coalesce(col, _parsed(HIGHEST_SEQUENCE_ID_DEFAULTS_TO))
+    if name == "message_ids":
+        return F.transform(col, _message_id_with_defaults)
+    return col
+
+
+def _message_id_with_defaults(m: Column) -> Column:
+    fields = []
+    for name in MESSAGE_ID_FIELD_NAMES:
+        value = m[name]
+        if name in MESSAGE_ID_DEFAULTS:
+            data_type = MESSAGE_ID_SCHEMA[name].dataType
+            value = F.coalesce(value, F.lit(MESSAGE_ID_DEFAULTS[name]).cast(data_type))
+        fields.append(value.alias(name))
+    return F.when(m.isNull(), F.lit(None)).otherwise(F.struct(*fields))
+
+
+def _malformed_rule() -> tuple[Column, Column]:
+    """(is malformed, why): the parser could not give every field its v1 type."""
+    raw = F.col(RAW_COLUMN)
+    corrupt = _parsed(_CORRUPT)
+    any_field = _any([_parsed(name).isNotNull() for name in EVENT_FIELD_NAMES])
+    is_malformed = (
+        raw.isNull() | F.col(_PARSED).isNull() | corrupt.isNotNull() | ~F.coalesce(any_field, F.lit(False))
+    )
+    # Which top-level fields hold a value that did not parse (only computed for bad rows).
+    as_text = F.from_json(raw, T.MapType(T.StringType(), T.StringType()))
+    wrong_type = F.array_compact(
+        F.array(
+            *[
+                F.when(as_text[name].isNotNull() & _parsed(name).isNull(), F.lit(name))
+                for name in EVENT_FIELD_NAMES
+            ]
+        )
+    )
+    detail = (
+        F.when(raw.isNull(), F.lit("the record is null"))
+        .when(F.trim(raw) == "", F.lit("empty line"))
+        .when(
+            F.col(_PARSED).isNull() | as_text.isNull(),
+            F.lit("not a JSON object (unparseable, truncated, an array or a scalar)"),
+        )
+        .when(
+            corrupt.isNotNull() & (F.size(wrong_type) > 0),
+            F.concat(
+                F.lit("JSON type not readable as the v1 schema type: "),
+                F.array_join(wrong_type, ", "),
+            ),
+        )
+        .when(
+            corrupt.isNotNull(),
+            F.lit("a value inside message_ids has a JSON type the v1 schema cannot read"),
+        )
+        .otherwise(F.lit("no field of the v1 event schema"))
+    )
+    return is_malformed, detail
+
+
+# --------------------------------------------------------------------------- rules
+# A rule is (reason code, checks); a check is (failing condition, detail). Conditions may be
+# null (SQL three-valued logic); a null never fails a rule.
+
+Check = tuple[Column, Column]
+
+
+def _rules() -> list[tuple[str, list[Check]]]:
+    """The ordered rules after malformed_json (see the module docstring)."""
+    return [
+        (V.MISSING_FIELD, [_missing_common()]),
+        (V.UNKNOWN_TYPE, [_unknown_type()]),
+        (V.MISSING_FIELD, _missing_for_type()),
+        (V.INVALID_VALUE, _invalid_values()),
+        (V.NEGATIVE_POSITION, _negative_positions()),
+        (V.BATCH_INDEX_OUT_OF_RANGE, [_batch_index_out_of_range()]),
+        (V.ACK_SET_TOO_LONG, [_ack_set_too_long()]),
+    ]
+
+
+def _any(conditions: Sequence[Column]) -> Column:
+    result = conditions[0]
+    for c in conditions[1:]:
+        result = result | c
+    return result
+
+
+def _true(condition: Column) -> Column:
+    return F.coalesce(condition, F.lit(False))
+
+
+def _details(checks: list[Check]) -> Column:
+    return F.concat_ws("; ", *[F.when(_true(cond), text) for cond, text in checks])
+
+
+def _missing_common() -> Check:
+    missing = [F.when(F.col(f).isNull(), F.lit(f)) for f in V.COMMON_REQUIRED]
+    cond = _any([F.col(f).isNull() for f in V.COMMON_REQUIRED])
+    return cond, F.concat(F.lit("missing "), F.concat_ws(", ", *missing))
+
+
+def _unknown_type() -> Check:
+    allowed = ", ".join(V.ENUMS["type"])
+    cond = ~F.col("type").isin(*V.ENUMS["type"])
+    return cond, F.format_string(f"type '%s' is not one of {allowed}", F.col("type"))
+
+
+def _types_requiring() -> dict[str, list[str]]:
+    by_field: dict[str, list[str]] = {}
+    for event_type, fields in V.REQUIRED.items():
+        for f in fields:
+            by_field.setdefault(f, []).append(event_type)
+    return by_field
+
+
+def _missing_for_type() -> list[Check]:
+    checks: list[Check] = []
+    by_field = _types_requiring()
+    missing = [
+        F.when(F.col("type").isin(*types) & F.col(f).isNull(), F.lit(f)) for f, types in by_field.items()
+    ]
+    cond = _any([F.col("type").isin(*types) & F.col(f).isNull() for f, types in by_field.items()])
+    checks.append((cond, F.format_string("%s needs %s", F.col("type"), F.concat_ws(", ", *missing))))
+
+    def lacks_position(m: Column) -> Column:
+        return _any([m.isNull()] + [m[f].isNull() for f in V.MESSAGE_ID_REQUIRED])
+
+    required = " and ".join(V.MESSAGE_ID_REQUIRED)
+    checks.append(
+        _message_id_check(
+            lacks_position, lambda m, i: F.format_string(f"message_ids[%d] needs {required}", i)
+        )
+    )
+    return checks
+
+
+def _invalid_values() -> list[Check]:
+    checks: list[Check] = []
+    for name, allowed in V.ENUMS.items():
+        if name == "type":
+            continue
+        col = F.col(name)
+        cond = col.isNotNull() & ~col.isin(*allowed)
+        checks.append((cond, F.format_string(f"{name} '%s' is not one of {', '.join(allowed)}", col)))
+    topic = F.col("topic")
+    checks.append(
+        (
+            ~topic.rlike(V.TOPIC_PATTERN),
+            F.format_string(
+                "topic '%s' is not persistent://tenant/namespace/name or non-persistent://...",
+                topic,
+            ),
+        )
+    )
+    checks.append(
+        (
+            topic.rlike(V.PARTITION_SUFFIX_PATTERN),
+            F.format_string(
+                "topic '%s' carries a -partition-N suffix; give the base name and partition",
+                topic,
+            ),
+        )
+    )
+    for name, minimum in V.MIN_VALUES.items():
+        col = F.col(name)
+        checks.append((col < minimum, F.format_string(f"{name} %d < {minimum}", col)))
+    for name, minimum in V.MESSAGE_ID_MIN_VALUES.items():
+        checks.append(
+            _message_id_check(
+                lambda m, n=name, lo=minimum: m[n] < lo,
+                lambda m, i, n=name, lo=minimum: F.format_string(f"message_ids[%d].{n} %d < {lo}", i, m[n]),
+            )
+        )
+    checks.append(
+        _message_id_check(
+            lambda m: F.exists(m["ack_set"], lambda w: w.isNull()),
+            lambda m, i: F.format_string("message_ids[%d].ack_set has a null word", i),
+        )
+    )
+    needs_ids = F.col("type").isin(*V.NON_EMPTY_MESSAGE_IDS) & (F.size(F.col("message_ids")) == 0)
+    checks.append((needs_ids, F.format_string("%s needs at least one message id", F.col("type"))))
+    return checks
+
+
+def _negative_positions() -> list[Check]:
+    checks: list[Check] = []
+    for name in V.POSITION_FIELDS:
+        col = F.col(name)
+        checks.append((col < 0, F.format_string(f"{name} %d < 0", col)))
+
+    def negative(m: Column) -> Column:
+        return _any([m[f] < 0 for f in V.POSITION_FIELDS])
+
+    checks.append(
+        _message_id_check(
+            negative,
+            lambda m, i: F.format_string(
+                "message_ids[%d] position %d:%d is negative", i, m["ledger_id"], m["entry_id"]
+            ),
+        )
+    )
+    return checks
+
+
+def _batch_index_out_of_range() -> Check:
+    def out_of_range(m: Column) -> Column:
+        index, size = m["batch_index"], m["batch_size"]
+        return (index != -1) & (size.isNull() | (index < 0) | (index >= size))
+
+    return _message_id_check(
+        out_of_range,
+        lambda m, i: F.format_string(
+            "message_ids[%d].batch_index %d outside [0, %s)",
+            i,
+            m["batch_index"],
+            F.coalesce(m["batch_size"].cast("string"), F.lit("no batch_size")),
+        ),
+    )
+
+
+def _ack_set_too_long() -> Check:
+    bits = V.ACK_SET_WORD_BITS
+
+    def too_long(m: Column) -> Column:
+        size = m["batch_size"]
+        words = F.floor((size + (bits - 1)) / bits)
+        return m["ack_set"].isNotNull() & (size.isNull() | (size < 1) | (F.size(m["ack_set"]) > words))
+
+    return _message_id_check(
+        too_long,
+        lambda m, i: F.format_string(
+            "message_ids[%d].ack_set has %d words; batch_size %s needs at most ceil(size/64)",
+            i,
+            F.size(m["ack_set"]),
+            F.coalesce(m["batch_size"].cast("string"), F.lit("(none)")),
+        ),
+    )
+
+
+def _message_id_check(
+    fails: Callable[[Column], Column], describe: Callable[[Column, Column], Column]
+) -> Check:
+    """A check over `message_ids`: fails when any element fails; detail names each one."""
+    ids = F.col("message_ids")
+    cond = F.exists(ids, lambda m: _true(fails(m)))
+    per_id = F.transform(ids, lambda m, i: F.when(_true(fails(m)), describe(m, i)))
+    return cond, F.array_join(per_id, "; ")

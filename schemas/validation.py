@@ -1,0 +1,138 @@
+"""Validation rules of the v1 event, as data: what is required, what is allowed, and why a
+record is rejected.
+
+This module only states the rules; `jobs.validate` turns them into Spark column expressions
+and the engine raises its own refusals (`engine.errors`). Keeping the rules here, free of Spark
+logic, lets tests, the scenario format and the docs read the same list.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from schemas.events import ACK_TYPES, EVENT_TYPES, INITIAL_POSITIONS, SUB_TYPES
+
+# Every record, whatever its type, needs these (CONTRACT.md section 1, "required for: all").
+COMMON_REQUIRED: Final[tuple[str, ...]] = ("event_id", "seq", "event_time", "type", "topic")
+
+# Per type, the contract's "required for" column (the scenario runner's REQUIRED, verbatim).
+REQUIRED: Final[dict[str, tuple[str, ...]]] = {
+    "SUBSCRIBE": ("subscription", "consumer_id", "consumer_name", "sub_type"),
+    "CLOSE_CONSUMER": ("subscription", "consumer_id"),
+    "PUBLISH": ("ledger_id", "entry_id", "producer_name", "sequence_id"),
+    "SEND": ("producer_name", "sequence_id"),
+    "SEND_FAILED": (),
+    "DISPATCH": ("subscription", "consumer_id", "ledger_id", "entry_id"),
+    "ACK": ("subscription", "consumer_id", "ack_type", "message_ids"),
+    "NACK": ("subscription", "consumer_id", "message_ids"),
+    "REDELIVER": ("subscription", "consumer_id", "message_ids"),
+}
+# Every element of `message_ids` names an entry.
+MESSAGE_ID_REQUIRED: Final[tuple[str, ...]] = ("ledger_id", "entry_id")
+# Types whose `message_ids` may not be empty (an empty REDELIVER means "all unacked").
+NON_EMPTY_MESSAGE_IDS: Final[tuple[str, ...]] = ("ACK", "NACK")
+
+# Enumerated string fields and their allowed values (case-sensitive, as on the wire).
+ENUMS: Final[dict[str, tuple[str, ...]]] = {
+    "type": EVENT_TYPES,
+    "sub_type": SUB_TYPES,
+    "ack_type": ACK_TYPES,
+    "initial_position": INITIAL_POSITIONS,
+}
+
+# Lower bounds of numeric fields (checked after defaults; a null is "not given").
+MIN_VALUES: Final[dict[str, int]] = {
+    "seq": 0,
+    "event_time": 0,
+    "partition": -1,
+    "batch_size": 1,
+    "num_messages": 1,
+    "priority_level": 0,
+    "ack_timeout_ms": 0,
+    "negative_ack_delay_ms": 0,
+    "max_redeliver_count": 0,
+}
+MESSAGE_ID_MIN_VALUES: Final[dict[str, int]] = {"batch_size": 1}
+# Positions have their own reason code (negative_position), not invalid_value.
+POSITION_FIELDS: Final[tuple[str, ...]] = ("ledger_id", "entry_id")
+
+# Full topic name without the partition suffix (same pattern as the scenario runner).
+TOPIC_PATTERN: Final = r"^(persistent|non-persistent)://[^/\s]+/[^/\s]+/[^/\s]+$"
+PARTITION_SUFFIX_PATTERN: Final = r"-partition-[0-9]+$"
+ACK_SET_WORD_BITS: Final = 64
+
+# --------------------------------------------------------------------------- reason codes
+# Input validation (jobs.validate, in this order of precedence: a record gets the first).
+MALFORMED_JSON: Final = "malformed_json"
+UNKNOWN_TYPE: Final = "unknown_type"
+MISSING_FIELD: Final = "missing_field"
+INVALID_VALUE: Final = "invalid_value"
+NEGATIVE_POSITION: Final = "negative_position"
+BATCH_INDEX_OUT_OF_RANGE: Final = "batch_index_out_of_range"
+ACK_SET_TOO_LONG: Final = "ack_set_too_long"
+DUPLICATE_EVENT_ID: Final = "duplicate_event_id"
+# Ingest job: replays.
+STALE_SEQ: Final = "stale_seq"
+# Engine refusals (engine.errors): commands the broker itself refuses or ignores.
+ACK_BEYOND_LAST_PUBLISHED: Final = "ack_beyond_last_published"
+MARK_DELETE_BEFORE_MARK_DELETE: Final = "mark_delete_before_mark_delete"
+UNKNOWN_SUBSCRIPTION: Final = "unknown_subscription"
+CUMULATIVE_ACK_NOT_ALLOWED: Final = "cumulative_ack_not_allowed"
+CUMULATIVE_ACK_MULTIPLE_IDS: Final = "cumulative_ack_multiple_ids"
+EXCLUSIVE_CONSUMER_BUSY: Final = "exclusive_consumer_busy"
+UNKNOWN_CONSUMER: Final = "unknown_consumer"
+PUBLISH_OUT_OF_ORDER: Final = "publish_out_of_order"
+
+REASONS: Final[dict[str, str]] = {
+    MALFORMED_JSON: "the line is not a JSON object, or a field has a JSON type the v1 schema "
+    "cannot read (e.g. a string seq), or no v1 field is present",
+    MISSING_FIELD: "a field required for all events or for this type is absent or null; detail "
+    "names the field(s)",
+    UNKNOWN_TYPE: "type is not one of the v1 event types (upper case)",
+    INVALID_VALUE: "a value outside its domain: bad enum, bad topic name, partition < -1, "
+    "negative seq/event_time, batch_size < 1, an empty ACK/NACK message_ids, ...",
+    NEGATIVE_POSITION: "ledger_id or entry_id < 0, in the event or in one of its message ids",
+    BATCH_INDEX_OUT_OF_RANGE: "a message id's batch_index is neither -1 nor in [0, batch_size)",
+    ACK_SET_TOO_LONG: "a message id's ack_set has more words than ceil(batch_size / 64), or "
+    "has no batch_size >= 1 to be measured against",
+    DUPLICATE_EVENT_ID: "another valid record of the same input batch has this event_id and a "
+    "lower seq (or the same seq and came first); only that one is applied",
+    STALE_SEQ: "seq is not above the last applied seq of its topic partition (a replay)",
+    ACK_BEYOND_LAST_PUBLISHED: "an ack names a position after the last published entry",
+    MARK_DELETE_BEFORE_MARK_DELETE: "a cumulative ack at or before the current mark-delete position",
+    UNKNOWN_SUBSCRIPTION: "a consumer command for a subscription that never saw a SUBSCRIBE",
+    CUMULATIVE_ACK_NOT_ALLOWED: "a cumulative ack on a Shared or Key_Shared subscription",
+    CUMULATIVE_ACK_MULTIPLE_IDS: "a cumulative ack that carries more than one message id",
+    EXCLUSIVE_CONSUMER_BUSY: "a second consumer on an Exclusive subscription",
+    UNKNOWN_CONSUMER: "a command from a consumer id that never subscribed (or has left)",
+    PUBLISH_OUT_OF_ORDER: "a PUBLISH at or before the last published entry of the partition",
+}
+
+# The order in which jobs.validate checks a record; the first failing rule is its reason.
+# missing_field appears twice: the common fields are checked before the type (a record
+# without a type cannot have an unknown one), the per-type fields after it.
+VALIDATION_ORDER: Final[tuple[str, ...]] = (
+    MALFORMED_JSON,
+    MISSING_FIELD,  # COMMON_REQUIRED
+    UNKNOWN_TYPE,
+    MISSING_FIELD,  # REQUIRED[type] and MESSAGE_ID_REQUIRED
+    INVALID_VALUE,
+    NEGATIVE_POSITION,
+    BATCH_INDEX_OUT_OF_RANGE,
+    ACK_SET_TOO_LONG,
+    DUPLICATE_EVENT_ID,  # only among records that passed every other rule
+)
+# Produced by jobs.validate; the others come from the ingest job and the engine.
+VALIDATION_REASONS: Final[frozenset[str]] = frozenset(VALIDATION_ORDER)
+ENGINE_REASONS: Final[frozenset[str]] = frozenset(
+    {
+        ACK_BEYOND_LAST_PUBLISHED,
+        MARK_DELETE_BEFORE_MARK_DELETE,
+        UNKNOWN_SUBSCRIPTION,
+        CUMULATIVE_ACK_NOT_ALLOWED,
+        CUMULATIVE_ACK_MULTIPLE_IDS,
+        EXCLUSIVE_CONSUMER_BUSY,
+        UNKNOWN_CONSUMER,
+        PUBLISH_OUT_OF_ORDER,
+    }
+)

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import pytest
+
+from engine import EARLIEST, CorruptState, Ledgers, Position
+from tests.engine.conftest import make_ledgers
+
+
+def test_last_position_is_the_last_published_entry():
+    assert Ledgers().last_position == EARLIEST
+    assert make_ledgers(3, 2).last_position == Position(11, 1)
+
+
+def test_next_valid_crosses_ledgers_and_ends_after_the_last_entry():
+    ledgers = make_ledgers(3, 0, 2, first_id=10)  # ledger 11 never got an entry: it does not exist
+    assert ledgers.next_valid(Position(10, 1)) == Position(10, 2)
+    assert ledgers.next_valid(Position(10, 2)) == Position(12, 0)
+    assert ledgers.next_valid(Position(10, -1)) == Position(10, 0)
+    assert ledgers.next_valid(Position(12, 1)) == Position(12, 2)
+
+
+def test_previous_of_entry_zero_is_the_last_entry_of_the_nearest_earlier_ledger():
+    ledgers = make_ledgers(3, 0, 2)
+    assert ledgers.previous(Position(12, 0)) == Position(10, 2)
+    assert ledgers.previous(Position(12, 1)) == Position(12, 0)
+    assert ledgers.previous(Position(10, 0)) == Position(10, -1)
+
+
+def test_count_between_is_open_closed_and_skips_missing_ledgers():
+    ledgers = make_ledgers(3, 0, 2)
+    assert ledgers.count_between(Position(10, -1), Position(12, 1)) == 5
+    assert ledgers.count_between(Position(10, 2), Position(12, -1)) == 0
+    assert ledgers.count_between(Position(10, 0), Position(10, 0)) == 0
+    assert ledgers.count_between(EARLIEST, Position(10, 1)) == 2
+
+
+def test_encoding_round_trips_and_rejects_garbage():
+    ledgers = make_ledgers(3, 1, 7)
+    assert Ledgers.decode(ledgers.encode()) == ledgers
+    assert Ledgers.decode(b"") == Ledgers()
+    with pytest.raises(CorruptState):
+        Ledgers.decode(b"XYZ" + ledgers.encode()[3:])
+    with pytest.raises(CorruptState):
+        Ledgers.decode(ledgers.encode()[:-1])

@@ -1,0 +1,140 @@
+"""Settings: packaged defaults, a user's --conf TOML over them, and where the warehouse is."""
+
+from __future__ import annotations
+
+import logging
+import re
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from jobs.config import conf_dir, load_config, resolve_warehouse
+from jobs.errors import ConfigError
+
+PULSAR_4_DEFAULTS = {
+    "acknowledgment_at_batch_index_level_enabled": False,
+    "broker_deduplication_enabled": False,
+    "max_unacked_messages_per_consumer": 50000,
+    "max_unacked_messages_per_subscription": 200000,
+    "active_consumer_failover_delay_time_millis": 1000,
+    "active_consumer_failover_consistent_hashing": False,
+    "max_concurrent_non_persistent_message_per_connection": 1000,
+    "subscription_redelivery_tracker_enabled": True,
+    "managed_ledger_max_unacked_ranges_to_persist": 10000,
+}
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_defaults_are_pulsar_4_broker_defaults() -> None:
+    config = load_config()
+    assert config.engine == PULSAR_4_DEFAULTS
+    for key, value in PULSAR_4_DEFAULTS.items():
+        assert getattr(config, key) == value
+    assert config.ingest["trigger"] == "available-now"
+    assert config.ingest["processing_time"] == "10 seconds"
+    assert config.spark == {}
+    assert config.spark_defaults["spark.master"] == "local[2]"
+    assert config.spark_defaults["spark.sql.shuffle.partitions"] == "2"
+    assert config.spark_defaults["spark.ui.enabled"] == "false"
+
+
+def test_user_file_overrides_defaults(tmp_path: Path) -> None:
+    conf = write(
+        tmp_path / "user.toml",
+        "acknowledgment_at_batch_index_level_enabled = true\n"
+        "active_consumer_failover_delay_time_millis = 0\n"
+        '[ingest]\ntrigger = "continuous"\n',
+    )
+    config = load_config(conf)
+    assert config.acknowledgment_at_batch_index_level_enabled is True
+    assert config.active_consumer_failover_delay_time_millis == 0
+    assert config.max_unacked_messages_per_consumer == 50000  # untouched keys keep their default
+    assert config.ingest["trigger"] == "continuous"
+    assert config.ingest["processing_time"] == "10 seconds"
+    assert config.source == conf
+
+
+def test_spark_table_passes_through_as_spark_confs(tmp_path: Path) -> None:
+    conf = write(
+        tmp_path / "user.toml",
+        "[spark]\n"
+        'master = "local[4]"\n'
+        "sql.shuffle.partitions = 8\n"
+        '"sql.adaptive.enabled" = false\n'
+        '"spark.executor.memory" = "4g"\n'
+        'jars.packages = ["a:b:1", "c:d:2"]\n',
+    )
+    config = load_config(conf)
+    assert config.spark == {
+        "spark.master": "local[4]",
+        "spark.sql.shuffle.partitions": "8",
+        "spark.sql.adaptive.enabled": "false",
+        "spark.executor.memory": "4g",
+        "spark.jars.packages": "a:b:1,c:d:2",
+    }
+    local = config.spark_conf(local=True)
+    assert local["spark.sql.shuffle.partitions"] == "8"  # the user's value wins
+    assert local["spark.ui.enabled"] == "false"  # local tuning stays for a local master
+    assert config.spark_conf(local=False) == config.spark  # a cluster gets only the user's settings
+
+
+def test_unknown_keys_warn_and_are_kept(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    conf = write(tmp_path / "user.toml", 'max_unacked_mesages_per_consumer = 5\n[kafka]\nbootstrap = "x"\n')
+    with caplog.at_level(logging.WARNING, logger="ackstate.config"):
+        config = load_config(conf)
+    assert config.engine["max_unacked_mesages_per_consumer"] == 5
+    assert config.tables == {"kafka": {"bootstrap": "x"}}
+    assert "unknown setting 'max_unacked_mesages_per_consumer'" in caplog.text
+    assert "unknown table [kafka]" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('max_unacked_messages_per_consumer = "lots"\n', "must be an integer"),
+        ("broker_deduplication_enabled = 1\n", "must be true or false"),
+        ("max_unacked_messages_per_consumer = true\n", "must be an integer"),
+        ('[ingest]\nmax_files_per_trigger = "10"\n', "[ingest] max_files_per_trigger"),
+        ("spark = 3\n", "must be a table"),
+        ("this is not toml\n", "is not valid TOML"),
+    ],
+)
+def test_wrong_values_are_config_errors(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(write(tmp_path / "bad.toml", text))
+
+
+def test_missing_conf_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such file"):
+        load_config(tmp_path / "absent.toml")
+
+
+def test_warehouse_flag_then_environment_then_config_then_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = load_config(write(tmp_path / "user.toml", '[ingest]\nwarehouse = "/data/from-conf"\n'))
+    assert resolve_warehouse() == tmp_path / "warehouse"
+    assert load_config().warehouse() == tmp_path / "warehouse"
+    assert config.warehouse() == Path("/data/from-conf")
+    monkeypatch.setenv("ACKSTATE_WAREHOUSE", "/data/from-env")
+    assert config.warehouse() == Path("/data/from-env")
+    assert config.warehouse("rel/wh") == tmp_path / "rel" / "wh"
+
+
+def test_delta_jar_matches_the_pinned_python_package_and_the_pom() -> None:
+    config = load_config()
+    python_version = metadata.version("delta-spark")
+    # the jar's major.minor must be the Python package's (4.4.1 has no jar; 4.4.0 is identical)
+    assert config.delta["version"].split(".")[:2] == python_version.split(".")[:2]
+    spark_minor = ".".join(metadata.version("pyspark").split(".")[:2])
+    assert config.delta["artifact"] == f"delta-spark_{spark_minor}_2.13"
+    pom = (conf_dir() / "delta-jars.pom").read_text()
+    assert f"<delta.groupId>{config.delta['group']}</delta.groupId>" in pom
+    assert f"<delta.artifactId>{config.delta['artifact']}</delta.artifactId>" in pom
+    assert f"<delta.version>{config.delta['version']}</delta.version>" in pom

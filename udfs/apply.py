@@ -1,0 +1,218 @@
+"""The apply UDF: one topic partition's events + its current state -> new state and projections.
+
+A thin adapter (DESIGN.md: ``udfs/`` only converts): Arrow columns become an
+``engine.EventBatch`` without a Python loop per event, the engine applies them, and the result
+comes back as ``schemas.udf.APPLY_OUTPUT`` rows. Projections are emitted as differences against
+the state the batch started from (upserts and deletes by key), so a cursor with millions of ack
+ranges costs only its changed ranges per batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine import Cursor, EngineSettings, EventBatch, Ledgers, PartitionState
+from engine.ackset import mask_to_words
+from engine.events import ACK_TYPE_CODE, EVENT_TYPES
+from schemas.udf import (
+    APPLY_OUTPUT,
+    BATCH,
+    CURSOR,
+    DELETE,
+    LEDGER,
+    PARTITION,
+    RANGE,
+    REJECT,
+    UPSERT,
+)
+
+
+
+def _arrow_type(name: str) -> pa.DataType:
+    return {
+        "kind": pa.string(), "op": pa.string(), "topic": pa.string(), "partition": pa.int32(),
+        "subscription": pa.string(), "sub_type": pa.string(), "mark_delete_ledger_id": pa.int64(),
+        "mark_delete_entry_id": pa.int64(), "state": pa.binary(), "msg_backlog": pa.int64(),
+        "non_contiguous_deleted_ranges": pa.int64(), "partial_batch_entries": pa.int64(),
+        "state_changed": pa.bool_(), "last_seq": pa.int64(), "last_event_time": pa.int64(),
+        "ledgers": pa.binary(), "applied": pa.int64(), "stale": pa.int64(), "ledger_id": pa.int64(),
+        "entry_id": pa.int64(), "lower_entry_id": pa.int64(), "upper_entry_id": pa.int64(),
+        "entries": pa.int64(), "batch_size": pa.int32(), "ack_set": pa.list_(pa.int64()),
+        "acked_count": pa.int32(), "row": pa.int64(), "reason": pa.string(), "detail": pa.string(),
+    }[name]
+
+
+OUTPUT_ARROW = pa.schema([pa.field(f.name, _arrow_type(f.name)) for f in APPLY_OUTPUT.fields])
+
+
+# ---- Arrow -> engine ------------------------------------------------------------------
+def _col(table: pa.Table, name: str) -> pa.Array:
+    return table.column(name).combine_chunks()
+
+
+def _ints(array: pa.Array, fill: int, dtype: Any) -> np.ndarray:
+    return np.asarray(array.fill_null(fill).to_numpy(zero_copy_only=False), dtype=dtype)
+
+
+def events_to_batch(events: pa.Table) -> EventBatch:
+    """Columnar conversion: message ids and their ack_set words are flattened, not looped."""
+    n = events.num_rows
+    type_code = pc.index_in(_col(events, "type"), value_set=pa.array(EVENT_TYPES))
+    ack_code = pc.index_in(_col(events, "ack_type"), value_set=pa.array(list(ACK_TYPE_CODE)))
+    subs = _col(events, "subscription").dictionary_encode()
+    ids = _col(events, "message_ids")
+    counts = _ints(pc.list_value_length(ids), 0, np.int64)
+    flat = ids.flatten()
+    sets = flat.field("ack_set")
+    set_counts = _ints(pc.list_value_length(sets), 0, np.int64)
+    return EventBatch(
+        seq=_ints(_col(events, "seq"), -1, np.int64),
+        event_time=_ints(_col(events, "event_time"), 0, np.int64),
+        type=_ints(type_code, -1, np.int8),
+        sub_code=_ints(subs.indices, -1, np.int32),
+        sub_names=subs.dictionary.to_pylist(),
+        ack_type=_ints(ack_code, -1, np.int8),
+        ledger_id=_ints(_col(events, "ledger_id"), -1, np.int64),
+        entry_id=_ints(_col(events, "entry_id"), -1, np.int64),
+        batch_size=_ints(_col(events, "batch_size"), 1, np.int32),
+        sub_type=_col(events, "sub_type").to_numpy(zero_copy_only=False).reshape(n),
+        initial_position=_col(events, "initial_position").to_numpy(zero_copy_only=False).reshape(n),
+        msg_offsets=np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
+        msg_ledger=_ints(flat.field("ledger_id"), -1, np.int64),
+        msg_entry=_ints(flat.field("entry_id"), -1, np.int64),
+        msg_batch_size=_ints(flat.field("batch_size"), 1, np.int32),
+        ackset_offsets=np.concatenate(([0], np.cumsum(set_counts))).astype(np.int64),
+        ackset_words=_ints(sets.flatten(), 0, np.int64),
+        row=_ints(_col(events, "_row"), -1, np.int64),
+    )
+
+
+def state_from_arrow(topic: str, partition: int, state: pa.Table) -> PartitionState:
+    """Rebuild a partition's state from its ``STATE_INPUT`` rows (possibly none: a new one)."""
+    result = PartitionState(topic, partition)
+    for row in state.to_pylist():
+        if row["kind"] == PARTITION:
+            result.ledgers = Ledgers.decode(row["state"])
+            result.last_seq = row["last_seq"] if row["last_seq"] is not None else -1
+            result.last_event_time = row["last_event_time"] or 0
+        else:
+            result.cursors[row["subscription"]] = Cursor.decode(row["state"])
+    return result
+
+
+# ---- engine -> Arrow -------------------------------------------------------------------
+class _Rows:
+    """Output rows gathered as column chunks, nulls for the columns a kind does not use."""
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic, self.partition = topic, partition
+        self.chunks: list[pa.Table] = []
+
+    def add(self, kind: str, op: str, n: int, **columns: Iterable[Any] | np.ndarray) -> None:
+        if n == 0:
+            return
+        arrays = []
+        for field in OUTPUT_ARROW:
+            if field.name == "kind":
+                arrays.append(pa.array([kind] * n, pa.string()))
+            elif field.name == "op":
+                arrays.append(pa.array([op] * n, pa.string()))
+            elif field.name == "topic":
+                arrays.append(pa.array([self.topic] * n, pa.string()))
+            elif field.name == "partition":
+                arrays.append(pa.array(np.full(n, self.partition, dtype=np.int32)))
+            elif field.name in columns:
+                arrays.append(pa.array(columns[field.name], field.type))
+            else:
+                arrays.append(pa.nulls(n, field.type))
+        self.chunks.append(pa.Table.from_arrays(arrays, schema=OUTPUT_ARROW))
+
+    def table(self) -> pa.Table:
+        if not self.chunks:
+            return OUTPUT_ARROW.empty_table()
+        return pa.concat_tables(self.chunks)
+
+
+def _run_frame(cursor: Cursor | None) -> pd.DataFrame:
+    frames = []
+    if cursor is not None:
+        for ledger_id, firsts, lasts in cursor.acked.runs():
+            frames.append(pd.DataFrame({"ledger_id": ledger_id, "lower_entry_id": firsts - 1, "upper_entry_id": lasts}))
+    if not frames:
+        return pd.DataFrame({"ledger_id": [], "lower_entry_id": [], "upper_entry_id": []}, dtype=np.int64)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _emit_range_changes(out: _Rows, sub: str, before: Cursor | None, after: Cursor) -> None:
+    """Upsert the runs that are new or changed, delete the runs that are gone (by ledger, lower)."""
+    old, new = _run_frame(before), _run_frame(after)
+    merged = new.merge(old, on=["ledger_id", "lower_entry_id"], how="outer", suffixes=("", "_old"), indicator=True)
+    changed = merged[(merged["_merge"] == "left_only") | ((merged["_merge"] == "both") & (merged["upper_entry_id"] != merged["upper_entry_id_old"]))]
+    gone = merged[merged["_merge"] == "right_only"]
+    if len(changed):
+        ledger = changed["ledger_id"].to_numpy(np.int64)
+        lower = changed["lower_entry_id"].to_numpy(np.int64)
+        upper = changed["upper_entry_id"].to_numpy(np.int64)
+        out.add(RANGE, UPSERT, len(changed), subscription=[sub] * len(changed), ledger_id=ledger,
+                lower_entry_id=lower, upper_entry_id=upper, entries=upper - lower)
+    if len(gone):
+        out.add(RANGE, DELETE, len(gone), subscription=[sub] * len(gone),
+                ledger_id=gone["ledger_id"].to_numpy(np.int64), lower_entry_id=gone["lower_entry_id"].to_numpy(np.int64))
+
+
+def _emit_batch_changes(out: _Rows, sub: str, before: Cursor | None, after: Cursor) -> None:
+    old = dict(before.batch_ack_rows()) if before is not None else {}
+    new = dict(after.batch_ack_rows())
+    upserts = [(p, b) for p, b in new.items() if p not in old or old[p] != b]
+    deletes = [p for p in old if p not in new]
+    if upserts:
+        out.add(BATCH, UPSERT, len(upserts), subscription=[sub] * len(upserts),
+                ledger_id=[p.ledger_id for p, _ in upserts], entry_id=[p.entry_id for p, _ in upserts],
+                batch_size=[b.batch_size for _, b in upserts], ack_set=[mask_to_words(b.unacked) for _, b in upserts],
+                acked_count=[b.acked_count for _, b in upserts])
+    if deletes:
+        out.add(BATCH, DELETE, len(deletes), subscription=[sub] * len(deletes),
+                ledger_id=[p.ledger_id for p in deletes], entry_id=[p.entry_id for p in deletes])
+
+
+def apply_partition(key: tuple[Any, ...], events: pa.Table, state: pa.Table, settings: EngineSettings) -> pa.Table:
+    """Apply one topic partition's events of a micro-batch to its state (cogroup function)."""
+    topic, partition = key[0].as_py(), int(key[1].as_py())
+    out = _Rows(topic, partition)
+    current = state_from_arrow(topic, partition, state)
+    if events.num_rows == 0:
+        return out.table()
+    before_cursors = {name: Cursor.decode(c.encode()) for name, c in current.cursors.items()}
+    before_ledgers = Ledgers(*zip(*current.ledgers, strict=True)) if len(current.ledgers) else Ledgers()
+    result = current.apply(events_to_batch(events), settings)
+
+    out.add(PARTITION, UPSERT, 1, last_seq=[current.last_seq], last_event_time=[current.last_event_time],
+            ledgers=[current.ledgers.encode()], applied=[result.applied], stale=[result.stale])
+    for name, cursor in current.cursors.items():
+        changed = name in result.changed
+        if not changed and result.published == 0:
+            continue
+        out.add(CURSOR, UPSERT, 1, subscription=[name], sub_type=[cursor.sub_type],
+                mark_delete_ledger_id=[cursor.mark_delete.ledger_id], mark_delete_entry_id=[cursor.mark_delete.entry_id],
+                state=[cursor.encode() if changed else None], msg_backlog=[cursor.backlog(current.ledgers)],
+                non_contiguous_deleted_ranges=[cursor.non_contiguous_deleted_ranges],
+                partial_batch_entries=[len(cursor.batch_acks)], state_changed=[changed],
+                last_seq=[current.last_seq], last_event_time=[current.last_event_time])
+        if changed:
+            _emit_range_changes(out, name, before_cursors.get(name), cursor)
+            _emit_batch_changes(out, name, before_cursors.get(name), cursor)
+    old_last = dict(iter(before_ledgers))
+    grown = [(lid, last) for lid, last in current.ledgers if old_last.get(lid) != last]
+    if grown:
+        out.add(LEDGER, UPSERT, len(grown), ledger_id=[g[0] for g in grown], entry_id=[0] * len(grown),
+                upper_entry_id=[g[1] for g in grown], entries=[g[1] + 1 for g in grown])
+    if result.rejects:
+        out.add(REJECT, UPSERT, len(result.rejects), row=[r.row for r in result.rejects],
+                reason=[r.reason for r in result.rejects], detail=[r.detail for r in result.rejects])
+    return out.table()
