@@ -191,6 +191,14 @@ def _generate_args(p: argparse.ArgumentParser) -> None:
         help="fraction of records written malformed, 0..1 (default: 0)",
     )
     p.add_argument("--seed", type=int, default=0, metavar="N", help="random seed (default: 0)")
+    p.add_argument(
+        "--files",
+        type=int,
+        default=8,
+        metavar="N",
+        help="JSON Lines files to split the log into (default: 8)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="remove an earlier run's files in --out first")
 
 
 def _bench_args(p: argparse.ArgumentParser) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,10 +91,10 @@ def read_source(spark: SparkSession, options: IngestOptions) -> DataFrame:
     raise IngestError(f"--format {options.format}: supported formats are json and delta")
 
 
-def start_ingest(spark: SparkSession, options: IngestOptions) -> StreamingQuery:
+def start_ingest(spark: SparkSession, options: IngestOptions, writer: BatchWriter | None = None) -> StreamingQuery:
     ensure_tables(spark, options.warehouse)
     _register_listener(spark)
-    writer = BatchWriter(options)
+    writer = writer or BatchWriter(options)
     stream = read_source(spark, options).writeStream.foreachBatch(writer)
     stream = stream.option("checkpointLocation", options.checkpoint_path).queryName("ackstate-ingest")
     if options.trigger == "available-now":
@@ -143,29 +144,47 @@ def run(args: argparse.Namespace) -> int:
 
 
 # ---- one micro-batch ------------------------------------------------------------------
-class _Phases:
-    """Wall time of each phase of a batch, logged at DEBUG: where a slow batch spends its time."""
+KILL_AT_ENV = "ACKSTATE_KILL_AT"
+"""Crash testing: ``<batch id>:<phase>`` (e.g. ``1:merge cursors``) makes the process exit
+abruptly (``os._exit``, like ``kill -9``) right after that phase of that batch."""
 
-    def __init__(self, batch_id: int) -> None:
+
+class SimulatedCrash(RuntimeError):
+    """Raised at a kill point by in-process crash tests (``BatchWriter(kill_at=..., hard=False)``)."""
+
+
+class _Phases:
+    """Wall time of each phase of a batch, logged at DEBUG: where a slow batch spends its time.
+    Also the kill points of the crash tests."""
+
+    def __init__(self, batch_id: int, kill_at: str | None, hard: bool) -> None:
         self.batch_id, self.last = batch_id, time.time()
+        self.kill_at, self.hard = kill_at, hard
 
     def done(self, phase: str) -> None:
         now = time.time()
         log.debug("batch %d: %s took %.2f s", self.batch_id, phase, now - self.last)
         self.last = now
+        if self.kill_at == f"{self.batch_id}:{phase}":
+            if self.hard:
+                log.warning("killing the process after %s of batch %d (%s)", phase, self.batch_id, KILL_AT_ENV)
+                os._exit(137)
+            raise SimulatedCrash(f"simulated crash after {phase} of batch {self.batch_id}")
 
 
 class BatchWriter:
     """The ``foreachBatch`` function; see the module docstring for the exactly-once design."""
 
-    def __init__(self, options: IngestOptions) -> None:
+    def __init__(self, options: IngestOptions, *, kill_at: str | None = None, hard: bool = True) -> None:
         self.options = options
+        self.kill_at = kill_at if kill_at is not None else os.environ.get(KILL_AT_ENV)
+        self.hard = hard
         self._first_batch = True
 
     def __call__(self, raw: DataFrame, batch_id: int) -> None:
         spark = raw.sparkSession
         started = time.time()
-        self._phases = _Phases(batch_id)
+        self._phases = _Phases(batch_id, self.kill_at, self.hard)
         tag = f"{self.options.app_id}:{batch_id}"
         pinned = self._pinned_versions(spark, tag) if self._first_batch else {}
         self._first_batch = False
@@ -270,7 +289,6 @@ class BatchWriter:
         if reasons:
             self._append(all_rejects.select("*", *lineage, F.current_timestamp().alias("rejected_at")),
                          "rejected_events", batch_id, tag)
-            self._phases.done("write rejected_events")
 
         now = F.current_timestamp()
         if CURSOR in kinds:
@@ -341,6 +359,7 @@ class BatchWriter:
         (df.select(*[f.name for f in TABLES[table].fields]).write.format("delta").mode("append")
          .option("txnAppId", self.options.app_id).option("txnVersion", batch_id).option("userMetadata", tag)
          .save(table_path(self.options.warehouse, table)))
+        self._phases.done(f"write {table}")
 
     def _merge(
         self, spark: SparkSession, table: str, source: DataFrame, batch_id: int, tag: str, *,

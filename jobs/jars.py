@@ -192,7 +192,7 @@ def _resolve_with_maven(mvn: str, config: AckstateConfig, out: Path, log_file: P
         f"-Ddelta.artifactId={config.delta['artifact']}",
         f"-Ddelta.version={config.delta['version']}",
     ]
-    log.info("resolving %s with Maven into %s", config.delta_coordinate, display_path(out.parent))
+    log.debug("resolving %s with Maven into %s", config.delta_coordinate, display_path(out.parent))
     if not _run_logged(cmd, log_file):
         raise DeltaJarsMissingError(
             missing_jars_message(config.delta_coordinate, out.parent, f"Maven failed, see {log_file}")
@@ -220,7 +220,7 @@ def _resolve_with_ivy(coordinate: str, ivy_dir: Path, out: Path, log_file: Path)
     result_file = out / "resolved.json"
     code = "from jobs.jars import _ivy_child; _ivy_child()"
     args = [coordinate, str(ivy_dir), str(settings), str(result_file)]
-    log.info("resolving %s with Ivy into %s", coordinate, display_path(out.parent))
+    log.debug("resolving %s with Ivy into %s", coordinate, display_path(out.parent))
     if not _run_logged([sys.executable, "-c", code, *args], log_file) or not result_file.is_file():
         raise DeltaJarsMissingError(
             missing_jars_message(coordinate, out.parent, f"Ivy failed, see {log_file}")
@@ -282,7 +282,9 @@ def _verify_child() -> None:
     from jobs.session import get_spark, stop_spark
 
     config = load_config(sys.argv[1] or None)
-    spark = get_spark(config, app_name="ackstate-setup-verify")
+    # a short-lived JVM: the C1 JIT alone warms up faster than C1+C2
+    quick_jit = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
+    spark = get_spark(config, app_name="ackstate-setup-verify", extra_conf=quick_jit)
     try:
         with tempfile.TemporaryDirectory(prefix="ackstate-verify-") as tmp:
             path = str(Path(tmp) / "t")

@@ -26,6 +26,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -152,6 +153,9 @@ def _launch_local_jvm(
     conf["spark.app.name"] = app_name
     conf.update(extra)
     conf["spark.master"] = chosen_master
+    # ackstate's tables are Delta paths; Spark's in-memory catalog would otherwise create an
+    # empty ./spark-warehouse in whatever directory a command runs from.
+    conf.setdefault("spark.sql.warehouse.dir", str(_scratch_catalog_dir()))
     if not _delta_supplied(conf):
         conf["spark.jars"] = ",".join(
             filter(None, [conf.get("spark.jars", ""), *map(str, _delta_jars(config, jars_dir))])
@@ -228,6 +232,11 @@ def _class_loadable(name: str) -> bool:
     except Exception:
         return False
     return True
+
+
+def _scratch_catalog_dir() -> Path:
+    """Where Spark's session catalog keeps managed tables, which die with the session anyway."""
+    return Path(tempfile.gettempdir()) / f"ackstate-spark-catalog-{os.getuid()}"
 
 
 def _instantiated_session() -> SparkSession | None:

@@ -27,7 +27,8 @@ import logging
 import re
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -384,12 +385,24 @@ def _read_stats(
     subscription: str | None,
     as_of: str | None,
 ) -> dict[str, Any]:
+    """Read for ``stats``: never the ``state`` column, and both tables in one Spark job.
+
+    Each Spark query costs a fixed overhead (Delta snapshot check, planning, a job), which is
+    as large as converting 100,000 cursor rows; so the ``topic_partitions`` rows (topics that
+    have no subscription) ride in the same query as a union, with ``subscription`` null.
+    """
     _require_tables(spark, warehouse, ("cursors", "topic_partitions"))
-    cursors = _read(spark, warehouse, "cursors", STATS_CURSOR_COLUMNS, selected, subscription, as_of)
-    partitions = None
+    df = _frame(spark, warehouse, "cursors", selected, subscription, as_of).select(*STATS_CURSOR_COLUMNS)
     if subscription is None:
-        partitions = _read(spark, warehouse, "topic_partitions", PARTITION_COLUMNS, selected, None, as_of)
-    return build_stats(cursors, partitions, topic=selected, subscription=subscription)
+        partitions = _frame(spark, warehouse, "topic_partitions", selected, None, as_of)
+        df = df.unionByName(partitions.select(*PARTITION_COLUMNS), allowMissingColumns=True)
+    table = _to_arrow(df, ("cursors", "topic_partitions"), as_of)
+    if subscription is not None:
+        return build_stats(table, topic=selected, subscription=subscription)
+    import pyarrow.compute as pc
+
+    cursors = table.filter(pc.is_valid(table["subscription"]))  # cursors.subscription is never null
+    return build_stats(cursors, table.select(list(PARTITION_COLUMNS)), topic=selected)
 
 
 def _read_internal_stats(
@@ -400,11 +413,14 @@ def _read_internal_stats(
     as_of: str | None,
 ) -> dict[str, Any]:
     _require_tables(spark, warehouse, ("cursors", "topic_partitions"))
-    cursors = _read(spark, warehouse, "cursors", INTERNAL_CURSOR_COLUMNS, selected, subscription, as_of)
-    partitions = _read(
-        spark, warehouse, "topic_partitions", INTERNAL_PARTITION_COLUMNS, selected, None, as_of
+    cursors = _frame(spark, warehouse, "cursors", selected, subscription, as_of)
+    partitions = _frame(spark, warehouse, "topic_partitions", selected, None, as_of)
+    return build_internal_stats(
+        _to_arrow(partitions.select(*INTERNAL_PARTITION_COLUMNS), ("topic_partitions",), as_of),
+        _to_arrow(cursors.select(*INTERNAL_CURSOR_COLUMNS), ("cursors",), as_of),
+        topic=selected,
+        subscription=subscription,
     )
-    return build_internal_stats(partitions, cursors, topic=selected, subscription=subscription)
 
 
 def _require_tables(spark: SparkSession, warehouse: Path, names: Iterable[str]) -> None:
@@ -420,36 +436,50 @@ def _require_tables(spark: SparkSession, warehouse: Path, names: Iterable[str]) 
         )
 
 
-def _read(
+def _frame(
     spark: SparkSession,
     warehouse: Path,
     name: str,
-    columns: Sequence[str],
     selected: TopicFilter | None,
     subscription: str | None,
     as_of: str | None,
-) -> pa.Table:
-    """The selected rows and columns of one table as Arrow: one conversion, no ``Row`` objects.
+) -> DataFrame:
+    """One table, time-travelled and filtered where Delta can skip files (clustered by topic).
 
     ``as_of`` is passed to each table as it is. A timestamp is one moment for both tables; a
     version number is per table, so it names the same moment only while both tables were
     committed together (each ingest batch writes both).
     """
+    with _as_of_errors((name,), as_of):
+        df = _load(spark, warehouse, name, as_of)
+    if selected is not None:
+        df = df.where(selected.spark_condition())
+    if subscription is not None:
+        df = df.where(df["subscription"] == subscription)
+    return df
+
+
+def _to_arrow(df: DataFrame, names: Sequence[str], as_of: str | None) -> pa.Table:
+    """One Arrow conversion of the selected columns: no per-row ``Row`` objects on the driver."""
+    with _as_of_errors(names, as_of):
+        return df.toArrow()
+
+
+@contextmanager
+def _as_of_errors(names: Sequence[str], as_of: str | None) -> Iterator[None]:
+    """Turn Delta's time-travel failures (no such version, a time before the first commit, files
+    removed by VACUUM) into one line; without ``--as-of`` a Spark error is a real failure."""
     from pyspark.errors import PySparkException
 
     try:
-        df = _load(spark, warehouse, name, as_of)
-        if selected is not None:
-            df = df.where(selected.spark_condition())
-        if subscription is not None:
-            df = df.where(df["subscription"] == subscription)
-        return df.select(*columns).toArrow()
+        yield
     except PySparkException as exc:
         if as_of is None:
             raise
         message = str(exc).strip()
         first_line = message.splitlines()[0] if message else type(exc).__name__
-        raise AsOfError(f"cannot read table {name} as of {as_of!r}: {first_line}") from exc
+        tables = " and ".join(names)
+        raise AsOfError(f"cannot read table {tables} as of {as_of!r}: {first_line}") from exc
 
 
 def _load(spark: SparkSession, warehouse: Path, name: str, as_of: str | None) -> DataFrame:

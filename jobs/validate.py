@@ -110,7 +110,14 @@ def classify(raw: DataFrame) -> DataFrame:
     first_failing: Column = F.when(F.col("_malformed"), F.lit(0))
     for i, (_, checks) in enumerate(rules, start=1):
         first_failing = first_failing.when(_any([_true(cond) for cond, _ in checks]), F.lit(i))
-    ruled = fields.select("*", first_failing.alias(_RULE))
+    # The rule index is made nondeterministic on purpose (spark_partition_id is never < 0):
+    # Catalyst then neither pushes filters on `reason` below this projection nor merges the
+    # projections above into it, so the rule expression is evaluated once per row. Without
+    # that barrier it is inlined into every consumer (`reason` is read by the split and the
+    # duplicate window), the generated code outgrows the JIT limits, and constraint
+    # propagation grows exponentially with the number of aliased fields (minutes, or OOM).
+    barrier = F.spark_partition_id() >= 0
+    ruled = fields.select("*", F.when(barrier, first_failing).alias(_RULE))
     rule = F.col(_RULE)
     reason: Column = F.when(rule == 0, F.lit(V.MALFORMED_JSON))
     detail: Column = F.when(rule == 0, F.col("_malformed_detail"))
@@ -118,10 +125,6 @@ def classify(raw: DataFrame) -> DataFrame:
         reason = reason.when(rule == i, F.lit(code))
         detail = detail.when(rule == i, _details(checks))
     partition = F.when(rule == 0, F.col("_parsed_partition")).otherwise(F.col("partition"))
-    # The nondeterministic input-order column makes this projection a barrier for the
-    # optimizer: filters on `reason` are not pushed below it and projections above are not
-    # merged into it. Without it Catalyst inlines the rule expressions into every consumer and
-    # constraint propagation grows exponentially with the number of fields (minutes, or OOM).
     return ruled.select(
         *[F.col(c) if c != "partition" else partition.alias(c) for c in EVENT_FIELD_NAMES],
         reason.alias(REASON_COLUMN),
@@ -166,11 +169,8 @@ def mark_duplicates(classified: DataFrame) -> DataFrame:
 def split(marked: DataFrame) -> tuple[DataFrame, DataFrame]:
     """`(valid, rejected)` from the output of `classify` (or `mark_duplicates`)."""
     is_valid = F.col(REASON_COLUMN).isNull()
-    # Referencing the input-order column keeps `classify`'s optimizer barrier in the plan
-    # (an unused column would be pruned, and the barrier with it); it is never negative.
-    kept = F.col(_ORDER) >= 0
-    valid = marked.where(kept & is_valid).select(*EVENT_FIELD_NAMES)
-    rejected = marked.where(kept & ~is_valid).select(*REJECTED_EVENT_COLUMNS)
+    valid = marked.where(is_valid).select(*EVENT_FIELD_NAMES)
+    rejected = marked.where(~is_valid).select(*REJECTED_EVENT_COLUMNS)
     return valid, rejected
 
 

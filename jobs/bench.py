@@ -1,0 +1,161 @@
+"""``ackstate bench``: the performance figures of DESIGN.md, measured, never asserted in tests.
+
+Each figure is the median of ``--runs`` runs and is printed with the machine and versions.
+``--engine`` measures the engine alone (no Spark): apply throughput of an ack-heavy stream on
+one core, and the exact state size of a cursor with 10,000,000 ack holes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+
+import numpy as np
+
+from engine import Cursor, EngineSettings, EventBatch, Ledgers, PartitionState, Position
+from engine.events import ACK, ACK_INDIVIDUAL, PUBLISH, SUBSCRIBE
+
+ENGINE_TARGET_EVENTS_PER_S = 1_000_000
+HOLE_TARGET_BYTES = 4.0
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    value: float
+    unit: str
+    target: str
+    runs: list[float]
+
+    def line(self) -> str:
+        spread = f"(runs: {', '.join(f'{r:,.3g}' for r in self.runs)})" if len(self.runs) > 1 else ""
+        return f"  {self.name:<46} {self.value:>14,.2f} {self.unit:<10} target {self.target:<14} {spread}"
+
+
+def machine() -> str:
+    versions = ", ".join(f"{pkg} {_version(pkg)}" for pkg in ("numpy", "pyroaring", "pyarrow", "pyspark", "delta-spark"))
+    return (f"{platform.machine()} {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
+            f"Python {platform.python_version()}; {versions}")
+
+
+def _version(pkg: str) -> str:
+    try:
+        return metadata.version(pkg)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+def _median_of(runs: int, measure: Callable[[], float]) -> tuple[float, list[float]]:
+    values = [measure() for _ in range(runs)]
+    return statistics.median(values), values
+
+
+# ---- engine ---------------------------------------------------------------------------
+def ack_heavy_batch(entries: int, subscriptions: int, window: int, seed: int) -> EventBatch:
+    """One partition: ``entries`` publishes, then every subscription acks every entry once, in an
+    order shuffled within windows of ``window`` entries (out-of-order acks: transient holes).
+    Events: subscribes + publishes + entries * subscriptions individual acks."""
+    rng = np.random.default_rng(seed)
+    n_acks = entries * subscriptions
+    n = subscriptions + entries + n_acks
+    types = np.empty(n, dtype=np.int8)
+    sub_code = np.full(n, -1, dtype=np.int32)
+    types[:subscriptions] = SUBSCRIBE
+    sub_code[:subscriptions] = np.arange(subscriptions)
+    types[subscriptions:subscriptions + entries] = PUBLISH
+    types[subscriptions + entries:] = ACK
+    ack_entries = np.tile(np.arange(entries), subscriptions)
+    for start in range(0, n_acks, window):
+        rng.shuffle(ack_entries[start:start + window])
+    sub_code[subscriptions + entries:] = np.repeat(np.arange(subscriptions), entries)
+    # interleave the subscriptions' acks as they would arrive
+    order = rng.permutation(n_acks)
+    order = order[np.argsort(ack_entries[order] // window, kind="stable")]
+    ack_entries, ack_subs = ack_entries[order], sub_code[subscriptions + entries:][order]
+    sub_code[subscriptions + entries:] = ack_subs
+    ledger_id = np.full(n, -1, dtype=np.int64)
+    entry_id = np.full(n, -1, dtype=np.int64)
+    ledger_id[subscriptions:subscriptions + entries] = 10 + np.arange(entries) // 50_000
+    entry_id[subscriptions:subscriptions + entries] = np.arange(entries) % 50_000
+    counts = np.zeros(n, dtype=np.int64)
+    counts[subscriptions + entries:] = 1
+    return EventBatch(
+        seq=np.arange(1, n + 1, dtype=np.int64), event_time=np.arange(n, dtype=np.int64), type=types,
+        sub_code=sub_code, sub_names=[f"sub-{i}" for i in range(subscriptions)],
+        ack_type=np.where(types == ACK, ACK_INDIVIDUAL, -1).astype(np.int8),
+        ledger_id=ledger_id, entry_id=entry_id, batch_size=np.ones(n, dtype=np.int32),
+        sub_type=np.asarray(["Shared"] * subscriptions + [None] * (n - subscriptions), dtype=object),
+        initial_position=np.asarray(["Earliest"] * n, dtype=object),
+        msg_offsets=np.concatenate(([0], np.cumsum(counts))), msg_ledger=10 + ack_entries // 50_000,
+        msg_entry=ack_entries % 50_000, msg_batch_size=np.ones(n_acks, dtype=np.int32),
+        ackset_offsets=np.zeros(n_acks + 1, dtype=np.int64), ackset_words=np.empty(0, dtype=np.int64),
+    )
+
+
+def bench_engine_apply(runs: int, quick: bool) -> Figure:
+    entries, subs = (20_000, 5) if quick else (100_000, 10)
+    batch = ack_heavy_batch(entries, subs, window=1_000, seed=1)
+
+    def measure() -> float:
+        state = PartitionState("persistent://bench/ns/topic", -1)
+        started = time.perf_counter()
+        state.apply(batch, EngineSettings())
+        elapsed = time.perf_counter() - started
+        assert all(c.backlog(state.ledgers) == 0 for c in state.cursors.values()), "bench stream must ack everything"
+        return len(batch) / elapsed
+
+    value, values = _median_of(runs, measure)
+    return Figure(f"engine apply, ack-heavy ({len(batch):,} events)", value, "events/s",
+                  f">= {ENGINE_TARGET_EVENTS_PER_S:,}", values)
+
+
+def holes_cursor(holes: int, seed: int) -> tuple[Cursor, Ledgers]:
+    """A cursor whose acked entries are separated by 1..3 unacked ones: ``holes`` ack holes."""
+    rng = np.random.default_rng(seed)
+    acked = np.cumsum(rng.integers(2, 5, size=holes)).astype(np.int64)
+    ledgers = Ledgers()
+    ledgers.publish(Position(10, int(acked[-1]) + 1))
+    cursor = Cursor("Shared", Position(10, -1))
+    cursor.acked.add_entries(10, acked)
+    return cursor, ledgers
+
+
+def bench_holes(runs: int, quick: bool) -> list[Figure]:
+    holes = 1_000_000 if quick else 10_000_000
+    cursor, _ = holes_cursor(holes, seed=2)
+    data = cursor.encode()
+    assert Cursor.decode(data) == cursor
+
+    def measure() -> float:
+        started = time.perf_counter()
+        Cursor.decode(cursor.encode())
+        return (time.perf_counter() - started) * 1000
+
+    value, values = _median_of(runs, measure)
+    return [
+        Figure(f"state size, {holes:,} ack holes", len(data) / holes, "bytes/hole", f"< {HOLE_TARGET_BYTES}", []),
+        Figure(f"encode + decode, {holes:,} ack holes", value, "ms", "(of < 2 s)", values),
+    ]
+
+
+def run(args: argparse.Namespace) -> int:
+    """``ackstate bench``: with no selector, the engine figures (the others need Spark)."""
+    runs = max(1, args.runs)
+    selected = [name for name in ("engine", "ingest", "subscriptions", "dedup") if getattr(args, name, False)]
+    selected = selected or ["engine"]
+    print(f"ackstate bench on {machine()}")
+    for name in selected:
+        if name == "engine":
+            print("engine (one core, no Spark):")
+            for figure in [bench_engine_apply(runs, args.quick), *bench_holes(runs, args.quick)]:
+                print(figure.line())
+        else:
+            print(f"{name}: not available in this build")
+            return 2
+    return 0
