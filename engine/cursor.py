@@ -113,7 +113,9 @@ class Cursor:
         return self.acked.size()
 
     # ---- individual acks ------------------------------------------------------------
-    def ack(self, message_ids: list[MessageId], ledgers: Ledgers, lac: Position, batch_index_enabled: bool) -> None:
+    def ack(
+        self, message_ids: list[MessageId], ledgers: Ledgers, lac: Position, batch_index_enabled: bool
+    ) -> None:
         """ManagedCursorImpl.asyncDelete, one call, positions in the given order (spec 2.3).
 
         A position beyond the last entry fails the whole call; the ones before it stay applied.
@@ -218,7 +220,9 @@ class Cursor:
                 del self.batch_acks[pos]
 
     # ---- cumulative ack -------------------------------------------------------------
-    def ack_cumulative(self, mid: MessageId, ledgers: Ledgers, lac: Position, batch_index_enabled: bool) -> None:
+    def ack_cumulative(
+        self, mid: MessageId, ledgers: Ledgers, lac: Position, batch_index_enabled: bool
+    ) -> None:
         """ManagedCursorImpl.asyncMarkDelete (spec 2.5)."""
         new_pos = mid.position
         if mid.ack_set is not None:

@@ -14,9 +14,21 @@ from typing import Any
 
 import numpy as np
 
-EVENT_TYPES = ("SUBSCRIBE", "CLOSE_CONSUMER", "PUBLISH", "SEND", "SEND_FAILED", "DISPATCH", "ACK", "NACK", "REDELIVER")
+EVENT_TYPES = (
+    "SUBSCRIBE",
+    "CLOSE_CONSUMER",
+    "PUBLISH",
+    "SEND",
+    "SEND_FAILED",
+    "DISPATCH",
+    "ACK",
+    "NACK",
+    "REDELIVER",
+)
 TYPE_CODE = {name: code for code, name in enumerate(EVENT_TYPES)}
-SUBSCRIBE, CLOSE_CONSUMER, PUBLISH, SEND, SEND_FAILED, DISPATCH, ACK, NACK, REDELIVER = range(len(EVENT_TYPES))
+SUBSCRIBE, CLOSE_CONSUMER, PUBLISH, SEND, SEND_FAILED, DISPATCH, ACK, NACK, REDELIVER = range(
+    len(EVENT_TYPES)
+)
 
 ACK_INDIVIDUAL, ACK_CUMULATIVE = 0, 1
 ACK_TYPE_CODE = {"Individual": ACK_INDIVIDUAL, "Cumulative": ACK_CUMULATIVE}
@@ -60,15 +72,24 @@ class EventBatch:
         ac_counts = np.diff(self.ackset_offsets)[midx]
         ac_idx = _gather_ranges(self.ackset_offsets[:-1][midx], ac_counts)
         return EventBatch(
-            seq=self.seq[order], event_time=self.event_time[order], type=self.type[order],
-            sub_code=self.sub_code[order], sub_names=self.sub_names, ack_type=self.ack_type[order],
-            ledger_id=self.ledger_id[order], entry_id=self.entry_id[order], batch_size=self.batch_size[order],
-            sub_type=self.sub_type[order], initial_position=self.initial_position[order],
+            seq=self.seq[order],
+            event_time=self.event_time[order],
+            type=self.type[order],
+            sub_code=self.sub_code[order],
+            sub_names=self.sub_names,
+            ack_type=self.ack_type[order],
+            ledger_id=self.ledger_id[order],
+            entry_id=self.entry_id[order],
+            batch_size=self.batch_size[order],
+            sub_type=self.sub_type[order],
+            initial_position=self.initial_position[order],
             msg_offsets=np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
-            msg_ledger=self.msg_ledger[midx], msg_entry=self.msg_entry[midx],
+            msg_ledger=self.msg_ledger[midx],
+            msg_entry=self.msg_entry[midx],
             msg_batch_size=self.msg_batch_size[midx],
             ackset_offsets=np.concatenate(([0], np.cumsum(ac_counts))).astype(np.int64),
-            ackset_words=self.ackset_words[ac_idx], row=self.row[order],
+            ackset_words=self.ackset_words[ac_idx],
+            row=self.row[order],
         )
 
     @classmethod
@@ -76,9 +97,21 @@ class EventBatch:
         """Build from contract-shaped dicts (tests, tools); defaults as in CONTRACT.md."""
         n = len(records)
         sub_index: dict[str, int] = {}
-        cols: dict[str, list[Any]] = {k: [] for k in (
-            "seq", "event_time", "type", "sub_code", "ack_type", "ledger_id", "entry_id", "batch_size",
-            "sub_type", "initial_position")}
+        cols: dict[str, list[Any]] = {
+            k: []
+            for k in (
+                "seq",
+                "event_time",
+                "type",
+                "sub_code",
+                "ack_type",
+                "ledger_id",
+                "entry_id",
+                "batch_size",
+                "sub_type",
+                "initial_position",
+            )
+        }
         offsets, mled, ment, mbs, aoff, words = [0], [], [], [], [0], []
         for rec in records:
             cols["seq"].append(rec["seq"])

@@ -103,7 +103,9 @@ class PartitionState:
         stale = batch.seq <= fence
         for i in np.flatnonzero(stale).tolist():
             result.rejects.append(
-                Reject(int(batch.row[i]), "stale_seq", f"seq {int(batch.seq[i])} is not above {int(fence[i])}")
+                Reject(
+                    int(batch.row[i]), "stale_seq", f"seq {int(batch.seq[i])} is not above {int(fence[i])}"
+                )
             )
         live = ~stale
         result.stale = int(stale.sum())
@@ -112,7 +114,9 @@ class PartitionState:
 
         # 3. consumer events, per subscription
         enabled = settings.acknowledgment_at_batch_index_level_enabled
-        cons = np.flatnonzero(live & ((batch.type == SUBSCRIBE) | (batch.type == ACK)) & (batch.sub_code >= 0))
+        cons = np.flatnonzero(
+            live & ((batch.type == SUBSCRIBE) | (batch.type == ACK)) & (batch.sub_code >= 0)
+        )
         if cons.size:
             by_sub = cons[np.argsort(batch.sub_code[cons], kind="stable")]
             codes = batch.sub_code[by_sub]
@@ -147,7 +151,9 @@ class PartitionState:
         known = np.asarray([lid for lid, _ in self.ledgers], dtype=np.int64)
         ranks = np.unique(np.concatenate((known, ledger)))
         keys = (np.searchsorted(ranks, ledger).astype(np.int64) << 32) | (entry + 1)
-        lac_key = -1 if lac == EARLIEST else (int(np.searchsorted(ranks, lac.ledger_id)) << 32) | (lac.entry_id + 1)
+        lac_key = (
+            -1 if lac == EARLIEST else (int(np.searchsorted(ranks, lac.ledger_id)) << 32) | (lac.entry_id + 1)
+        )
         keys = np.where(in_range, keys, -1)
         running = np.maximum.accumulate(np.concatenate(([lac_key], keys)))[:-1]
         ok = in_range & (keys > running)
@@ -155,9 +161,13 @@ class PartitionState:
             row = int(batch.row[idx[i]])
             pos = Position(int(ledger[i]), int(entry[i]))
             if not in_range[i]:
-                result.rejects.append(Reject(row, "invalid_value", f"PUBLISH position {pos} outside 0..{MAX_ENTRY_ID}"))
+                result.rejects.append(
+                    Reject(row, "invalid_value", f"PUBLISH position {pos} outside 0..{MAX_ENTRY_ID}")
+                )
             else:
-                result.rejects.append(Reject(row, PublishOutOfOrder.reason, f"PUBLISH {pos} is not after {lac}"))
+                result.rejects.append(
+                    Reject(row, PublishOutOfOrder.reason, f"PUBLISH {pos} is not after {lac}")
+                )
         for lid, eid in zip(ledger[ok].tolist(), entry[ok].tolist(), strict=True):
             self.ledgers.publish(Position(lid, eid))
         result.published = int(ok.sum())
@@ -209,7 +219,9 @@ class PartitionState:
             lo, hi = int(batch.msg_offsets[i]), int(batch.msg_offsets[i + 1])
             if cursor.sub_type in _INDIVIDUAL_ACK_MODES:
                 # Consumer.messageAcked: "Received cumulative ack on shared subscription, ignoring"
-                raise CumulativeAckNotAllowed(f"cumulative ack on {cursor.sub_type} subscription {name!r} ignored")
+                raise CumulativeAckNotAllowed(
+                    f"cumulative ack on {cursor.sub_type} subscription {name!r} ignored"
+                )
             if hi - lo != 1:
                 # Consumer.messageAcked: a cumulative ack carries exactly one message id
                 raise CumulativeAckMultipleIds(f"cumulative ack with {hi - lo} message ids ignored")
@@ -229,15 +241,24 @@ class PartitionState:
         return MessageId(pos, words_to_mask(batch.ackset_words[lo:hi].tolist()), int(batch.msg_batch_size[m]))
 
     def _individual_acks(
-        self, name: str, seg: np.ndarray, batch: EventBatch, enabled: bool, lac_at: _LacTimeline, result: ApplyResult
+        self,
+        name: str,
+        seg: np.ndarray,
+        batch: EventBatch,
+        enabled: bool,
+        lac_at: _LacTimeline,
+        result: ApplyResult,
     ) -> None:
         """A run of individual acks of one subscription as one bitmap operation."""
         cursor = self.cursors.get(name)
         if cursor is None:
             for i in seg.tolist():
                 result.rejects.append(
-                    Reject(int(batch.row[i]), UnknownSubscription.reason,
-                           f"ACK for subscription {name!r}, which never subscribed")
+                    Reject(
+                        int(batch.row[i]),
+                        UnknownSubscription.reason,
+                        f"ACK for subscription {name!r}, which never subscribed",
+                    )
                 )
             return
         counts = np.diff(batch.msg_offsets)[seg]
@@ -264,8 +285,11 @@ class PartitionState:
                 pos = Position(int(led[m]), int(ent[m]))
                 lac = Position(int(lac_l[k]), int(lac_e[k]))
                 result.rejects.append(
-                    Reject(int(batch.row[seg[k]]), InvalidMarkDeletePosition.reason,
-                           f"ack of {pos} beyond the last published entry {lac}; the call stopped there")
+                    Reject(
+                        int(batch.row[seg[k]]),
+                        InvalidMarkDeletePosition.reason,
+                        f"ack of {pos} beyond the last published entry {lac}; the call stopped there",
+                    )
                 )
         has_set = np.diff(batch.ackset_offsets)[midx] > 0
         plain = applied & ~has_set
@@ -277,7 +301,9 @@ class PartitionState:
             cuts = np.flatnonzero(np.diff(pl)) + 1
             for chunk_l, chunk_e in zip(np.split(pl, cuts), np.split(pe, cuts), strict=True):
                 by_ledger[int(chunk_l[0])] = chunk_e
-        batch_ids = [self._message_id(batch, int(midx[m])) for m in np.flatnonzero(applied & has_set).tolist()]
+        batch_ids = [
+            self._message_id(batch, int(midx[m])) for m in np.flatnonzero(applied & has_set).tolist()
+        ]
         lac_end = Position(int(lac_l[-1]), int(lac_e[-1]))
         cursor.ack_entries(by_ledger, batch_ids, self.ledgers, lac_end, enabled)
         result.changed.add(name)

@@ -2,7 +2,8 @@
 
 Each figure is the median of ``--runs`` runs and is printed with the machine and versions.
 ``--engine`` measures the engine alone (no Spark): apply throughput of an ack-heavy stream on
-one core, and the exact state size of a cursor with 10,000,000 ack holes.
+one core, and the exact state size of a cursor with 10,000,000 ack holes. ``--ingest``
+(``jobs.bench_ingest``) measures the streaming ingest end to end against a Spark pass-through.
 """
 
 from __future__ import annotations
@@ -39,9 +40,12 @@ class Figure:
 
 
 def machine() -> str:
-    versions = ", ".join(f"{pkg} {_version(pkg)}" for pkg in ("numpy", "pyroaring", "pyarrow", "pyspark", "delta-spark"))
-    return (f"{platform.machine()} {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
-            f"Python {platform.python_version()}; {versions}")
+    packages = ("numpy", "pyroaring", "pyarrow", "pyspark", "delta-spark")
+    versions = ", ".join(f"{pkg} {_version(pkg)}" for pkg in packages)
+    return (
+        f"{platform.machine()} {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}; {versions}"
+    )
 
 
 def _version(pkg: str) -> str:
@@ -68,33 +72,41 @@ def ack_heavy_batch(entries: int, subscriptions: int, window: int, seed: int) ->
     sub_code = np.full(n, -1, dtype=np.int32)
     types[:subscriptions] = SUBSCRIBE
     sub_code[:subscriptions] = np.arange(subscriptions)
-    types[subscriptions:subscriptions + entries] = PUBLISH
-    types[subscriptions + entries:] = ACK
+    types[subscriptions : subscriptions + entries] = PUBLISH
+    types[subscriptions + entries :] = ACK
     ack_entries = np.tile(np.arange(entries), subscriptions)
     for start in range(0, n_acks, window):
-        rng.shuffle(ack_entries[start:start + window])
-    sub_code[subscriptions + entries:] = np.repeat(np.arange(subscriptions), entries)
+        rng.shuffle(ack_entries[start : start + window])
+    sub_code[subscriptions + entries :] = np.repeat(np.arange(subscriptions), entries)
     # interleave the subscriptions' acks as they would arrive
     order = rng.permutation(n_acks)
     order = order[np.argsort(ack_entries[order] // window, kind="stable")]
-    ack_entries, ack_subs = ack_entries[order], sub_code[subscriptions + entries:][order]
-    sub_code[subscriptions + entries:] = ack_subs
+    ack_entries, ack_subs = ack_entries[order], sub_code[subscriptions + entries :][order]
+    sub_code[subscriptions + entries :] = ack_subs
     ledger_id = np.full(n, -1, dtype=np.int64)
     entry_id = np.full(n, -1, dtype=np.int64)
-    ledger_id[subscriptions:subscriptions + entries] = 10 + np.arange(entries) // 50_000
-    entry_id[subscriptions:subscriptions + entries] = np.arange(entries) % 50_000
+    ledger_id[subscriptions : subscriptions + entries] = 10 + np.arange(entries) // 50_000
+    entry_id[subscriptions : subscriptions + entries] = np.arange(entries) % 50_000
     counts = np.zeros(n, dtype=np.int64)
-    counts[subscriptions + entries:] = 1
+    counts[subscriptions + entries :] = 1
     return EventBatch(
-        seq=np.arange(1, n + 1, dtype=np.int64), event_time=np.arange(n, dtype=np.int64), type=types,
-        sub_code=sub_code, sub_names=[f"sub-{i}" for i in range(subscriptions)],
+        seq=np.arange(1, n + 1, dtype=np.int64),
+        event_time=np.arange(n, dtype=np.int64),
+        type=types,
+        sub_code=sub_code,
+        sub_names=[f"sub-{i}" for i in range(subscriptions)],
         ack_type=np.where(types == ACK, ACK_INDIVIDUAL, -1).astype(np.int8),
-        ledger_id=ledger_id, entry_id=entry_id, batch_size=np.ones(n, dtype=np.int32),
+        ledger_id=ledger_id,
+        entry_id=entry_id,
+        batch_size=np.ones(n, dtype=np.int32),
         sub_type=np.asarray(["Shared"] * subscriptions + [None] * (n - subscriptions), dtype=object),
         initial_position=np.asarray(["Earliest"] * n, dtype=object),
-        msg_offsets=np.concatenate(([0], np.cumsum(counts))), msg_ledger=10 + ack_entries // 50_000,
-        msg_entry=ack_entries % 50_000, msg_batch_size=np.ones(n_acks, dtype=np.int32),
-        ackset_offsets=np.zeros(n_acks + 1, dtype=np.int64), ackset_words=np.empty(0, dtype=np.int64),
+        msg_offsets=np.concatenate(([0], np.cumsum(counts))),
+        msg_ledger=10 + ack_entries // 50_000,
+        msg_entry=ack_entries % 50_000,
+        msg_batch_size=np.ones(n_acks, dtype=np.int32),
+        ackset_offsets=np.zeros(n_acks + 1, dtype=np.int64),
+        ackset_words=np.empty(0, dtype=np.int64),
     )
 
 
@@ -107,12 +119,18 @@ def bench_engine_apply(runs: int, quick: bool) -> Figure:
         started = time.perf_counter()
         state.apply(batch, EngineSettings())
         elapsed = time.perf_counter() - started
-        assert all(c.backlog(state.ledgers) == 0 for c in state.cursors.values()), "bench stream must ack everything"
+        drained = all(c.backlog(state.ledgers) == 0 for c in state.cursors.values())
+        assert drained, "bench stream must ack everything"
         return len(batch) / elapsed
 
     value, values = _median_of(runs, measure)
-    return Figure(f"engine apply, ack-heavy ({len(batch):,} events)", value, "events/s",
-                  f">= {ENGINE_TARGET_EVENTS_PER_S:,}", values)
+    return Figure(
+        f"engine apply, ack-heavy ({len(batch):,} events)",
+        value,
+        "events/s",
+        f">= {ENGINE_TARGET_EVENTS_PER_S:,}",
+        values,
+    )
 
 
 def holes_cursor(holes: int, seed: int) -> tuple[Cursor, Ledgers]:
@@ -139,7 +157,9 @@ def bench_holes(runs: int, quick: bool) -> list[Figure]:
 
     value, values = _median_of(runs, measure)
     return [
-        Figure(f"state size, {holes:,} ack holes", len(data) / holes, "bytes/hole", f"< {HOLE_TARGET_BYTES}", []),
+        Figure(
+            f"state size, {holes:,} ack holes", len(data) / holes, "bytes/hole", f"< {HOLE_TARGET_BYTES}", []
+        ),
         Figure(f"encode + decode, {holes:,} ack holes", value, "ms", "(of < 2 s)", values),
     ]
 
@@ -154,6 +174,15 @@ def run(args: argparse.Namespace) -> int:
         if name == "engine":
             print("engine (one core, no Spark):")
             for figure in [bench_engine_apply(runs, args.quick), *bench_holes(runs, args.quick)]:
+                print(figure.line())
+        elif name == "ingest":
+            from jobs.bench_ingest import bench_ingest
+
+            print(
+                "ingest (local Spark + Delta; ackstate against a Spark pass-through of the same files):",
+                flush=True,
+            )
+            for figure in bench_ingest(getattr(args, "config", None), runs, args.quick):
                 print(figure.line())
         else:
             print(f"{name}: not available in this build")

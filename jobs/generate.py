@@ -132,20 +132,20 @@ def generate(
     with an earlier run's files unless `overwrite` (then those files are removed first).
     """
     started = time.perf_counter()
+    sim = _Simulation(
+        events, topics, partitions, subscriptions_per_topic, malformed_rate, seed, as_lines=True
+    )
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     existing = sorted(out.glob("events-*.jsonl"))
     if existing and not overwrite:
         raise AckstateError(
-            f"{out} already holds {len(existing)} events-*.jsonl files; "
-            "choose an empty directory or pass overwrite"
+            f"{out} already holds {len(existing)} events-*.jsonl files of an earlier run; "
+            "choose an empty directory or remove them first"
         )
     for old in existing:
         old.unlink()
     files = max(1, min(files, events)) if events > 0 else 1
-    sim = _Simulation(
-        events, topics, partitions, subscriptions_per_topic, malformed_rate, seed, as_lines=True
-    )
     bounds = [events * k // files for k in range(files + 1)]
     paths: list[Path] = []
     records = sim.lines()

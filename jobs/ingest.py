@@ -26,7 +26,7 @@ import hashlib
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +35,17 @@ from jobs import progress
 from jobs.errors import AckstateError
 from jobs.tables import ensure_tables, table_path
 from schemas.tables import REJECTED_EVENT_COLUMNS, TABLES
-from schemas.udf import APPLY_EVENT_COLUMNS, APPLY_OUTPUT, BATCH, CURSOR, DELETE, LEDGER, PARTITION, RANGE, REJECT
+from schemas.udf import (
+    APPLY_EVENT_COLUMNS,
+    APPLY_OUTPUT,
+    BATCH,
+    CURSOR,
+    DELETE,
+    LEDGER,
+    PARTITION,
+    RANGE,
+    REJECT,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -60,7 +70,7 @@ class IngestOptions:
     processing_time: str = "10 seconds"
     checkpoint: str | None = None
     max_files_per_trigger: int | None = None
-    settings: EngineSettings = EngineSettings()
+    settings: EngineSettings = field(default_factory=EngineSettings)
 
     @property
     def checkpoint_path(self) -> str:
@@ -91,7 +101,9 @@ def read_source(spark: SparkSession, options: IngestOptions) -> DataFrame:
     raise IngestError(f"--format {options.format}: supported formats are json and delta")
 
 
-def start_ingest(spark: SparkSession, options: IngestOptions, writer: BatchWriter | None = None) -> StreamingQuery:
+def start_ingest(
+    spark: SparkSession, options: IngestOptions, writer: BatchWriter | None = None
+) -> StreamingQuery:
     ensure_tables(spark, options.warehouse)
     _register_listener(spark)
     writer = writer or BatchWriter(options)
@@ -126,9 +138,11 @@ def run(args: argparse.Namespace) -> int:
         warehouse=args.warehouse,
         format=getattr(args, "format", None) or "json",
         trigger=getattr(args, "trigger", None) or args.config.ingest.get("trigger", "available-now"),
-        processing_time=getattr(args, "processing_time", None) or args.config.ingest.get("processing_time", "10 seconds"),
+        processing_time=getattr(args, "processing_time", None)
+        or args.config.ingest.get("processing_time", "10 seconds"),
         checkpoint=getattr(args, "checkpoint", None),
-        max_files_per_trigger=getattr(args, "max_files_per_trigger", None) or args.config.ingest.get("max_files_per_trigger"),
+        max_files_per_trigger=getattr(args, "max_files_per_trigger", None)
+        or args.config.ingest.get("max_files_per_trigger"),
         settings=EngineSettings.from_config(args.config.engine),
     )
     spark = get_spark(args.config)
@@ -167,7 +181,9 @@ class _Phases:
         self.last = now
         if self.kill_at == f"{self.batch_id}:{phase}":
             if self.hard:
-                log.warning("killing the process after %s of batch %d (%s)", phase, self.batch_id, KILL_AT_ENV)
+                log.warning(
+                    "killing the process after %s of batch %d (%s)", phase, self.batch_id, KILL_AT_ENV
+                )
                 os._exit(137)
             raise SimulatedCrash(f"simulated crash after {phase} of batch {self.batch_id}")
 
@@ -210,7 +226,12 @@ class BatchWriter:
             hit = history.filter(F.col("userMetadata") == tag).agg(F.min("version")).first()
             if hit is not None and hit[0] is not None:
                 pinned[name] = int(hit[0]) - 1
-                log.info("batch %s was partly written before a restart: reading %s at version %d", tag, name, pinned[name])
+                log.info(
+                    "batch %s was partly written before a restart: reading %s at version %d",
+                    tag,
+                    name,
+                    pinned[name],
+                )
         return pinned
 
     def _state(self, spark: SparkSession, name: str, pinned: dict[str, int]) -> DataFrame:
@@ -220,28 +241,44 @@ class BatchWriter:
         return reader.load(table_path(self.options.warehouse, name))
 
     def _apply(
-        self, spark: SparkSession, raw: DataFrame, batch_id: int, tag: str, pinned: dict[str, int],
-        input_rows: int, started: float,
+        self,
+        spark: SparkSession,
+        raw: DataFrame,
+        batch_id: int,
+        tag: str,
+        pinned: dict[str, int],
+        input_rows: int,
+        started: float,
     ) -> None:
         from pyspark.sql import functions as F
 
-        from jobs.validate import parse_and_validate
+        from jobs.validate import INPUT_ORDER_COLUMN, classify, mark_duplicates, split
 
-        valid, rejected = parse_and_validate(raw)
-        valid = valid.withColumn("_row", F.monotonically_increasing_id()).persist()
-        rejected = rejected.persist()
+        marked = mark_duplicates(classify(raw)).persist()  # parse and check once, split twice
+        valid, rejected = split(marked, keep_order=True)
+        valid = valid.withColumnRenamed(INPUT_ORDER_COLUMN, "_row")
         try:
             keys = ["topic", "partition"]
             touched = valid.select(*keys).distinct()
             partitions = self._state(spark, "topic_partitions", pinned).join(touched, keys, "left_semi")
             cursors = self._state(spark, "cursors", pinned).join(touched, keys, "left_semi")
             state = partitions.select(
-                *keys, F.lit(PARTITION).alias("kind"), F.lit(None).cast("string").alias("subscription"),
-                F.col("ledgers").alias("state"), "last_seq", "last_event_time",
-            ).unionByName(cursors.select(
-                *keys, F.lit(CURSOR).alias("kind"), "subscription", "state",
-                F.lit(None).cast("long").alias("last_seq"), F.lit(None).cast("long").alias("last_event_time"),
-            ))
+                *keys,
+                F.lit(PARTITION).alias("kind"),
+                F.lit(None).cast("string").alias("subscription"),
+                F.col("ledgers").alias("state"),
+                "last_seq",
+                "last_event_time",
+            ).unionByName(
+                cursors.select(
+                    *keys,
+                    F.lit(CURSOR).alias("kind"),
+                    "subscription",
+                    "state",
+                    F.lit(None).cast("long").alias("last_seq"),
+                    F.lit(None).cast("long").alias("last_event_time"),
+                )
+            )
             settings = self.options.settings
 
             def apply(key: Any, events: Any, current: Any) -> Any:
@@ -249,84 +286,168 @@ class BatchWriter:
 
                 return apply_partition(key, events, current, settings)
 
+            # Materialised with its lineage cut: a cached plan that reads `cursors` would be
+            # invalidated (and silently recomputed from the new state) by this batch's own MERGE.
             out = (
-                valid.select(*APPLY_EVENT_COLUMNS).groupBy(*keys)
-                .cogroup(state.groupBy(*keys)).applyInArrow(apply, APPLY_OUTPUT)
-                .persist()
+                valid.select(*APPLY_EVENT_COLUMNS)
+                .groupBy(*keys)
+                .cogroup(state.groupBy(*keys))
+                .applyInArrow(apply, APPLY_OUTPUT)
+                .localCheckpoint(eager=True)
             )
-            try:
-                out.count()
-                self._phases.done("validate and apply")
-                figures = self._write(spark, valid, rejected, out, batch_id, tag, input_rows, started)
-            finally:
-                out.unpersist()
+            self._phases.done("validate and apply")
+            figures = self._write(spark, valid, rejected, out, batch_id, tag, input_rows, started)
         finally:
-            valid.unpersist()
-            rejected.unpersist()
+            marked.unpersist()
         progress.record(figures)
 
     # ---- writes -------------------------------------------------------------------------
     def _write(
-        self, spark: SparkSession, valid: DataFrame, rejected: DataFrame, out: DataFrame, batch_id: int,
-        tag: str, input_rows: int, started: float,
+        self,
+        spark: SparkSession,
+        valid: DataFrame,
+        rejected: DataFrame,
+        out: DataFrame,
+        batch_id: int,
+        tag: str,
+        input_rows: int,
+        started: float,
     ) -> progress.BatchFigures:
         from pyspark.sql import functions as F
 
-        lineage = [F.lit(self.options.app_id).alias("query_id"), F.lit(batch_id).cast("long").alias("batch_id")]
-        kinds = {r["kind"]: r for r in out.groupBy("kind").agg(
-            F.count(F.lit(1)).alias("n"), F.sum("applied").alias("applied"), F.sum("stale").alias("stale"),
-            F.sum(F.when(F.col("state_changed"), 1).otherwise(0)).alias("changed"),
-        ).collect()}
+        lineage = [
+            F.lit(self.options.app_id).alias("query_id"),
+            F.lit(batch_id).cast("long").alias("batch_id"),
+        ]
+        kinds = {
+            r["kind"]: r
+            for r in out.groupBy("kind")
+            .agg(
+                F.count(F.lit(1)).alias("n"),
+                F.sum("applied").alias("applied"),
+                F.sum("stale").alias("stale"),
+                F.sum(F.when(F.col("state_changed"), 1).otherwise(0)).alias("changed"),
+            )
+            .collect()
+        }
 
-        engine_rejects = out.filter(F.col("kind") == REJECT).select("row", "reason", "detail").join(
-            valid.select(F.col("_row").alias("row"), "event_id", "topic", "partition", "seq", "type", "subscription",
-                         F.to_json(F.struct(*[c for c in valid.columns if c != "_row"])).alias("raw")),
-            "row",
-        ).select(*REJECTED_EVENT_COLUMNS)
+        engine_rejects = (
+            out.filter(F.col("kind") == REJECT)
+            .select("row", "reason", "detail")
+            .join(
+                valid.select(
+                    F.col("_row").alias("row"),
+                    "event_id",
+                    "topic",
+                    "partition",
+                    "seq",
+                    "type",
+                    "subscription",
+                    F.to_json(F.struct(*[c for c in valid.columns if c != "_row"])).alias("raw"),
+                ),
+                "row",
+            )
+            .select(*REJECTED_EVENT_COLUMNS)
+        )
         all_rejects = rejected.select(*REJECTED_EVENT_COLUMNS).unionByName(engine_rejects)
         reasons = {r["reason"]: r["count"] for r in all_rejects.groupBy("reason").count().collect()}
         self._phases.done("count")
         if reasons:
-            self._append(all_rejects.select("*", *lineage, F.current_timestamp().alias("rejected_at")),
-                         "rejected_events", batch_id, tag)
+            self._append(
+                all_rejects.select("*", *lineage, F.current_timestamp().alias("rejected_at")),
+                "rejected_events",
+                batch_id,
+                tag,
+            )
 
         now = F.current_timestamp()
         if CURSOR in kinds:
             cursor_rows = out.filter(F.col("kind") == CURSOR).select(
-                "topic", "partition", "subscription", "sub_type",
+                "topic",
+                "partition",
+                "subscription",
+                "sub_type",
                 F.concat_ws(":", "mark_delete_ledger_id", "mark_delete_entry_id").alias("mark_delete"),
-                "mark_delete_ledger_id", "mark_delete_entry_id", "state", F.lit(STATE_FORMAT).alias("state_format"),
-                "msg_backlog", "non_contiguous_deleted_ranges", "partial_batch_entries", "last_seq", "last_event_time",
-                *lineage, now.alias("updated_at"), "state_changed",
+                "mark_delete_ledger_id",
+                "mark_delete_entry_id",
+                "state",
+                F.lit(STATE_FORMAT).alias("state_format"),
+                "msg_backlog",
+                "non_contiguous_deleted_ranges",
+                "partial_batch_entries",
+                "last_seq",
+                "last_event_time",
+                *lineage,
+                now.alias("updated_at"),
+                "state_changed",
             )
             always = ["msg_backlog", "last_seq", "last_event_time", "query_id", "batch_id", "updated_at"]
             self._merge(
-                spark, "cursors", cursor_rows, batch_id, tag,
-                matched=[("s.state_changed", None), ("NOT s.state_changed", always)], insert="s.state_changed",
+                spark,
+                "cursors",
+                cursor_rows,
+                batch_id,
+                tag,
+                matched=[("s.state_changed", None), ("NOT s.state_changed", always)],
+                insert="s.state_changed",
             )
         if PARTITION in kinds:
             part_rows = out.filter(F.col("kind") == PARTITION).select(
-                "topic", "partition", "last_seq", "last_event_time", "ledgers", *lineage, now.alias("updated_at"),
+                "topic",
+                "partition",
+                "last_seq",
+                "last_event_time",
+                "ledgers",
+                *lineage,
+                now.alias("updated_at"),
             )
             self._merge(spark, "topic_partitions", part_rows, batch_id, tag)
         if RANGE in kinds:
             ranges = out.filter(F.col("kind") == RANGE).select(
-                "topic", "partition", "subscription", "ledger_id", "lower_entry_id", "upper_entry_id",
-                F.concat(F.lit("("), F.col("ledger_id"), F.lit(":"), F.col("lower_entry_id"), F.lit(".."),
-                         F.col("ledger_id"), F.lit(":"), F.col("upper_entry_id"), F.lit("]")).alias("range"),
-                "entries", "op",
+                "topic",
+                "partition",
+                "subscription",
+                "ledger_id",
+                "lower_entry_id",
+                "upper_entry_id",
+                F.concat(
+                    F.lit("("),
+                    F.col("ledger_id"),
+                    F.lit(":"),
+                    F.col("lower_entry_id"),
+                    F.lit(".."),
+                    F.col("ledger_id"),
+                    F.lit(":"),
+                    F.col("upper_entry_id"),
+                    F.lit("]"),
+                ).alias("range"),
+                "entries",
+                "op",
             )
             self._merge_changes(spark, "ack_ranges", ranges, batch_id, tag)
         if BATCH in kinds:
             batches = out.filter(F.col("kind") == BATCH).select(
-                "topic", "partition", "subscription", "ledger_id", "entry_id",
-                F.concat_ws(":", "ledger_id", "entry_id").alias("position"), "batch_size", "ack_set", "acked_count", "op",
+                "topic",
+                "partition",
+                "subscription",
+                "ledger_id",
+                "entry_id",
+                F.concat_ws(":", "ledger_id", "entry_id").alias("position"),
+                "batch_size",
+                "ack_set",
+                "acked_count",
+                "op",
             )
             self._merge_changes(spark, "batch_acks", batches, batch_id, tag)
         if LEDGER in kinds:
             ledgers = out.filter(F.col("kind") == LEDGER).select(
-                "topic", "partition", "ledger_id", F.col("entry_id").alias("first_entry_id"),
-                F.col("upper_entry_id").alias("last_entry_id"), "entries", "op",
+                "topic",
+                "partition",
+                "ledger_id",
+                F.col("entry_id").alias("first_entry_id"),
+                F.col("upper_entry_id").alias("last_entry_id"),
+                "entries",
+                "op",
             )
             self._merge_changes(spark, "ledgers", ledgers, batch_id, tag)
 
@@ -345,25 +466,50 @@ class BatchWriter:
         )
         record = figures.as_dict()
         row = spark.createDataFrame([{**record, "query_id": self.options.app_id}]).select(
-            F.lit(self.options.app_id).alias("query_id"), F.lit(batch_id).cast("long").alias("batch_id"),
-            *[F.col(c).cast("long").alias(c) for c in (
-                "input_rows", "applied_rows", "rejected_rows", "stale_rows", "duplicate_rows",
-                "partitions_touched", "cursors_touched", "duration_ms")],
+            F.lit(self.options.app_id).alias("query_id"),
+            F.lit(batch_id).cast("long").alias("batch_id"),
+            *[
+                F.col(c).cast("long").alias(c)
+                for c in (
+                    "input_rows",
+                    "applied_rows",
+                    "rejected_rows",
+                    "stale_rows",
+                    "duplicate_rows",
+                    "partitions_touched",
+                    "cursors_touched",
+                    "duration_ms",
+                )
+            ],
             F.col("rows_per_second").cast("double"),
-            F.to_timestamp(F.lit(started)).alias("started_at"), F.current_timestamp().alias("finished_at"),
+            F.to_timestamp(F.lit(started)).alias("started_at"),
+            F.current_timestamp().alias("finished_at"),
         )
         self._append(row, "ingest_batches", batch_id, tag)
         return figures
 
     def _append(self, df: DataFrame, table: str, batch_id: int, tag: str) -> None:
-        (df.select(*[f.name for f in TABLES[table].fields]).write.format("delta").mode("append")
-         .option("txnAppId", self.options.app_id).option("txnVersion", batch_id).option("userMetadata", tag)
-         .save(table_path(self.options.warehouse, table)))
+        (
+            df.select(*[f.name for f in TABLES[table].fields])
+            .write.format("delta")
+            .mode("append")
+            .option("txnAppId", self.options.app_id)
+            .option("txnVersion", batch_id)
+            .option("userMetadata", tag)
+            .save(table_path(self.options.warehouse, table))
+        )
         self._phases.done(f"write {table}")
 
     def _merge(
-        self, spark: SparkSession, table: str, source: DataFrame, batch_id: int, tag: str, *,
-        matched: list[tuple[str | None, list[str] | None]] | None = None, insert: str | None = None,
+        self,
+        spark: SparkSession,
+        table: str,
+        source: DataFrame,
+        batch_id: int,
+        tag: str,
+        *,
+        matched: list[tuple[str | None, list[str] | None]] | None = None,
+        insert: str | None = None,
     ) -> None:
         """MERGE ``source`` into ``table`` on its key, idempotently for (app id, batch id).
 
@@ -376,14 +522,22 @@ class BatchWriter:
         columns = [f.name for f in TABLES[table].fields]
         keys = TABLE_KEYS[table]
         on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
-        merge = DeltaTable.forPath(spark, table_path(self.options.warehouse, table)).alias("t").merge(source.alias("s"), on)
+        merge = (
+            DeltaTable.forPath(spark, table_path(self.options.warehouse, table))
+            .alias("t")
+            .merge(source.alias("s"), on)
+        )
         for condition, cols in matched or [(None, None)]:
-            merge = merge.whenMatchedUpdate(condition=condition, set={c: f"s.`{c}`" for c in (cols or columns)})
+            merge = merge.whenMatchedUpdate(
+                condition=condition, set={c: f"s.`{c}`" for c in (cols or columns)}
+            )
         merge = merge.whenNotMatchedInsert(condition=insert, values={c: f"s.`{c}`" for c in columns})
         self._idempotent(spark, batch_id, tag, merge.execute)
         self._phases.done(f"merge {table}")
 
-    def _merge_changes(self, spark: SparkSession, table: str, source: DataFrame, batch_id: int, tag: str) -> None:
+    def _merge_changes(
+        self, spark: SparkSession, table: str, source: DataFrame, batch_id: int, tag: str
+    ) -> None:
         """MERGE projection changes: rows tagged ``op = delete`` are removed, the rest upserted."""
         from delta.tables import DeltaTable
 
@@ -393,7 +547,9 @@ class BatchWriter:
         on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in TABLE_KEYS[table])
         is_delete = f"s.op = '{DELETE}'"
         merge = (
-            DeltaTable.forPath(spark, table_path(self.options.warehouse, table)).alias("t").merge(source.alias("s"), on)
+            DeltaTable.forPath(spark, table_path(self.options.warehouse, table))
+            .alias("t")
+            .merge(source.alias("s"), on)
             .whenMatchedDelete(condition=is_delete)
             .whenMatchedUpdate(set={c: f"s.`{c}`" for c in columns})
             .whenNotMatchedInsert(condition=f"NOT ({is_delete})", values={c: f"s.`{c}`" for c in columns})
@@ -414,3 +570,9 @@ class BatchWriter:
             conf.unset("spark.databricks.delta.commitInfo.userMetadata")
 
 
+if __name__ == "__main__":  # spark-submit jobs/ingest.py --source ... --warehouse ...
+    import sys
+
+    from jobs.cli import main
+
+    sys.exit(main(["ingest", *sys.argv[1:]]))

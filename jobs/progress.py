@@ -71,8 +71,14 @@ class IngestProgressListener(StreamingQueryListener):
         log.info(
             "batch %d: %d rows in, %.0f rows/s, %d applied, %d rejected (%d replayed, %d duplicate), "
             "%d partitions, %d cursors changed",
-            figures.batch_id, figures.input_rows, figures.rows_per_second, figures.applied_rows,
-            figures.rejected_rows, figures.stale_rows, figures.duplicate_rows, figures.partitions_touched,
+            figures.batch_id,
+            figures.input_rows,
+            figures.rows_per_second,
+            figures.applied_rows,
+            figures.rejected_rows,
+            figures.stale_rows,
+            figures.duplicate_rows,
+            figures.partitions_touched,
             figures.cursors_touched,
         )
 

@@ -54,7 +54,11 @@ def read_table(
     reader = spark.read.format("delta")
     if as_of is not None:
         text = str(as_of)
-        reader = reader.option("versionAsOf", int(text)) if text.isdigit() else reader.option("timestampAsOf", text)
+        reader = (
+            reader.option("versionAsOf", int(text))
+            if text.isdigit()
+            else reader.option("timestampAsOf", text)
+        )
     return reader.load(table_path(warehouse, name))
 
 
@@ -64,5 +68,7 @@ def init_command(args: argparse.Namespace) -> int:
 
     spark = get_spark(args.config)
     created = ensure_tables(spark, args.warehouse)
-    print(f"warehouse {args.warehouse}: created {len(created)} table(s), {len(TABLES) - len(created)} existed")
+    print(
+        f"warehouse {args.warehouse}: created {len(created)} table(s), {len(TABLES) - len(created)} existed"
+    )
     return 0

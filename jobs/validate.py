@@ -27,14 +27,24 @@ them into expressions. Each row gets exactly one reason, the first failing rule 
 9. ``duplicate_event_id``: among the rows that passed 1-8, every row of an event_id but the one
    with the lowest seq (ties: the first in input order, by `monotonically_increasing_id`).
 
+How Spark 4.1 ``from_json`` (PERMISSIVE) reads bad input, and what this module does about it:
+an unparseable line, a JSON array, scalar or ``null`` gives a struct whose fields are all null
+(not a null struct; only an empty string gives null); a well-formed object with a value of the
+wrong JSON type (``"seq": "12"``, ``true`` for a number, a number beyond the int range, an
+object where an array is expected) silently gives that one field null and keeps the others.
+Both would otherwise surface as a misleading ``missing_field``, so the schema is parsed with a
+corrupt-record column, which Spark fills in exactly those cases, and any such row is
+``malformed_json``; the detail then names the offending fields (found by a second, cheap parse
+into ``map<string,string>``, only for those rows).
+
 Known leniency: Spark's JSON reader turns a JSON number or boolean into a string when the
 schema asks for a string (``"event_id": 5`` reads as ``"5"``), and ignores text after the
 first JSON value of a line; such records are not rejected. Unknown fields are ignored (the
 contract only ever adds fields).
 
-Both outputs derive from one plan; a caller that uses both (the ingest job does) should
-persist the input batch, or `classify` the batch once and persist that, so the input is not
-parsed twice.
+Both outputs derive from one plan. A caller that materialises both (the ingest job does)
+computes the parse, the rules and the duplicate window twice unless it persists the common
+part: ``marked = mark_duplicates(classify(raw)).persist()`` then ``split(marked)``.
 """
 
 from __future__ import annotations
@@ -64,6 +74,9 @@ RAW_COLUMN = "raw"
 _PARSED = "_parsed"
 _CORRUPT = "_corrupt_record"
 _ORDER = "_input_order"
+INPUT_ORDER_COLUMN = _ORDER
+"""Position of a record in the batch's input (``split(..., keep_order=True)`` keeps it): the
+tie-break between records of one partition that carry the same ``seq``."""
 _RULE = "_rule"
 
 _PARSE_SCHEMA = T.StructType([*EVENT_SCHEMA.fields, T.StructField(_CORRUPT, T.StringType())])
@@ -166,10 +179,15 @@ def mark_duplicates(classified: DataFrame) -> DataFrame:
     )
 
 
-def split(marked: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """`(valid, rejected)` from the output of `classify` (or `mark_duplicates`)."""
+def split(marked: DataFrame, *, keep_order: bool = False) -> tuple[DataFrame, DataFrame]:
+    """`(valid, rejected)` from the output of `classify` (or `mark_duplicates`).
+
+    ``keep_order`` keeps ``INPUT_ORDER_COLUMN`` on the valid rows: the ingest job needs it to
+    apply records with equal ``seq`` in input order (the first is applied, a replay is stale).
+    """
     is_valid = F.col(REASON_COLUMN).isNull()
-    valid = marked.where(is_valid).select(*EVENT_FIELD_NAMES)
+    valid_columns = [*EVENT_FIELD_NAMES, _ORDER] if keep_order else list(EVENT_FIELD_NAMES)
+    valid = marked.where(is_valid).select(*valid_columns)
     rejected = marked.where(~is_valid).select(*REJECTED_EVENT_COLUMNS)
     return valid, rejected
 

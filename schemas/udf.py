@@ -31,8 +31,20 @@ STATE_INPUT: Final = T.StructType(
 
 # The event columns the UDF needs (a subset of schemas.events.EVENT_SCHEMA, plus the row id).
 APPLY_EVENT_COLUMNS: Final = (
-    "_row", "topic", "partition", "seq", "event_time", "type", "subscription", "ack_type", "ledger_id",
-    "entry_id", "batch_size", "sub_type", "initial_position", "message_ids",
+    "_row",
+    "topic",
+    "partition",
+    "seq",
+    "event_time",
+    "type",
+    "subscription",
+    "ack_type",
+    "ledger_id",
+    "entry_id",
+    "batch_size",
+    "sub_type",
+    "initial_position",
+    "message_ids",
 )
 
 APPLY_OUTPUT: Final = T.StructType(

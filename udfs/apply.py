@@ -33,18 +33,37 @@ from schemas.udf import (
 )
 
 
-
 def _arrow_type(name: str) -> pa.DataType:
     return {
-        "kind": pa.string(), "op": pa.string(), "topic": pa.string(), "partition": pa.int32(),
-        "subscription": pa.string(), "sub_type": pa.string(), "mark_delete_ledger_id": pa.int64(),
-        "mark_delete_entry_id": pa.int64(), "state": pa.binary(), "msg_backlog": pa.int64(),
-        "non_contiguous_deleted_ranges": pa.int64(), "partial_batch_entries": pa.int64(),
-        "state_changed": pa.bool_(), "last_seq": pa.int64(), "last_event_time": pa.int64(),
-        "ledgers": pa.binary(), "applied": pa.int64(), "stale": pa.int64(), "ledger_id": pa.int64(),
-        "entry_id": pa.int64(), "lower_entry_id": pa.int64(), "upper_entry_id": pa.int64(),
-        "entries": pa.int64(), "batch_size": pa.int32(), "ack_set": pa.list_(pa.int64()),
-        "acked_count": pa.int32(), "row": pa.int64(), "reason": pa.string(), "detail": pa.string(),
+        "kind": pa.string(),
+        "op": pa.string(),
+        "topic": pa.string(),
+        "partition": pa.int32(),
+        "subscription": pa.string(),
+        "sub_type": pa.string(),
+        "mark_delete_ledger_id": pa.int64(),
+        "mark_delete_entry_id": pa.int64(),
+        "state": pa.binary(),
+        "msg_backlog": pa.int64(),
+        "non_contiguous_deleted_ranges": pa.int64(),
+        "partial_batch_entries": pa.int64(),
+        "state_changed": pa.bool_(),
+        "last_seq": pa.int64(),
+        "last_event_time": pa.int64(),
+        "ledgers": pa.binary(),
+        "applied": pa.int64(),
+        "stale": pa.int64(),
+        "ledger_id": pa.int64(),
+        "entry_id": pa.int64(),
+        "lower_entry_id": pa.int64(),
+        "upper_entry_id": pa.int64(),
+        "entries": pa.int64(),
+        "batch_size": pa.int32(),
+        "ack_set": pa.list_(pa.int64()),
+        "acked_count": pa.int32(),
+        "row": pa.int64(),
+        "reason": pa.string(),
+        "detail": pa.string(),
     }[name]
 
 
@@ -143,7 +162,9 @@ def _run_frame(cursor: Cursor | None) -> pd.DataFrame:
     frames = []
     if cursor is not None:
         for ledger_id, firsts, lasts in cursor.acked.runs():
-            frames.append(pd.DataFrame({"ledger_id": ledger_id, "lower_entry_id": firsts - 1, "upper_entry_id": lasts}))
+            frames.append(
+                pd.DataFrame({"ledger_id": ledger_id, "lower_entry_id": firsts - 1, "upper_entry_id": lasts})
+            )
     if not frames:
         return pd.DataFrame({"ledger_id": [], "lower_entry_id": [], "upper_entry_id": []}, dtype=np.int64)
     return pd.concat(frames, ignore_index=True)
@@ -152,18 +173,37 @@ def _run_frame(cursor: Cursor | None) -> pd.DataFrame:
 def _emit_range_changes(out: _Rows, sub: str, before: Cursor | None, after: Cursor) -> None:
     """Upsert the runs that are new or changed, delete the runs that are gone (by ledger, lower)."""
     old, new = _run_frame(before), _run_frame(after)
-    merged = new.merge(old, on=["ledger_id", "lower_entry_id"], how="outer", suffixes=("", "_old"), indicator=True)
-    changed = merged[(merged["_merge"] == "left_only") | ((merged["_merge"] == "both") & (merged["upper_entry_id"] != merged["upper_entry_id_old"]))]
+    merged = new.merge(
+        old, on=["ledger_id", "lower_entry_id"], how="outer", suffixes=("", "_old"), indicator=True
+    )
+    changed = merged[
+        (merged["_merge"] == "left_only")
+        | ((merged["_merge"] == "both") & (merged["upper_entry_id"] != merged["upper_entry_id_old"]))
+    ]
     gone = merged[merged["_merge"] == "right_only"]
     if len(changed):
         ledger = changed["ledger_id"].to_numpy(np.int64)
         lower = changed["lower_entry_id"].to_numpy(np.int64)
         upper = changed["upper_entry_id"].to_numpy(np.int64)
-        out.add(RANGE, UPSERT, len(changed), subscription=[sub] * len(changed), ledger_id=ledger,
-                lower_entry_id=lower, upper_entry_id=upper, entries=upper - lower)
+        out.add(
+            RANGE,
+            UPSERT,
+            len(changed),
+            subscription=[sub] * len(changed),
+            ledger_id=ledger,
+            lower_entry_id=lower,
+            upper_entry_id=upper,
+            entries=upper - lower,
+        )
     if len(gone):
-        out.add(RANGE, DELETE, len(gone), subscription=[sub] * len(gone),
-                ledger_id=gone["ledger_id"].to_numpy(np.int64), lower_entry_id=gone["lower_entry_id"].to_numpy(np.int64))
+        out.add(
+            RANGE,
+            DELETE,
+            len(gone),
+            subscription=[sub] * len(gone),
+            ledger_id=gone["ledger_id"].to_numpy(np.int64),
+            lower_entry_id=gone["lower_entry_id"].to_numpy(np.int64),
+        )
 
 
 def _emit_batch_changes(out: _Rows, sub: str, before: Cursor | None, after: Cursor) -> None:
@@ -172,16 +212,31 @@ def _emit_batch_changes(out: _Rows, sub: str, before: Cursor | None, after: Curs
     upserts = [(p, b) for p, b in new.items() if p not in old or old[p] != b]
     deletes = [p for p in old if p not in new]
     if upserts:
-        out.add(BATCH, UPSERT, len(upserts), subscription=[sub] * len(upserts),
-                ledger_id=[p.ledger_id for p, _ in upserts], entry_id=[p.entry_id for p, _ in upserts],
-                batch_size=[b.batch_size for _, b in upserts], ack_set=[mask_to_words(b.unacked) for _, b in upserts],
-                acked_count=[b.acked_count for _, b in upserts])
+        out.add(
+            BATCH,
+            UPSERT,
+            len(upserts),
+            subscription=[sub] * len(upserts),
+            ledger_id=[p.ledger_id for p, _ in upserts],
+            entry_id=[p.entry_id for p, _ in upserts],
+            batch_size=[b.batch_size for _, b in upserts],
+            ack_set=[mask_to_words(b.unacked) for _, b in upserts],
+            acked_count=[b.acked_count for _, b in upserts],
+        )
     if deletes:
-        out.add(BATCH, DELETE, len(deletes), subscription=[sub] * len(deletes),
-                ledger_id=[p.ledger_id for p in deletes], entry_id=[p.entry_id for p in deletes])
+        out.add(
+            BATCH,
+            DELETE,
+            len(deletes),
+            subscription=[sub] * len(deletes),
+            ledger_id=[p.ledger_id for p in deletes],
+            entry_id=[p.entry_id for p in deletes],
+        )
 
 
-def apply_partition(key: tuple[Any, ...], events: pa.Table, state: pa.Table, settings: EngineSettings) -> pa.Table:
+def apply_partition(
+    key: tuple[Any, ...], events: pa.Table, state: pa.Table, settings: EngineSettings
+) -> pa.Table:
     """Apply one topic partition's events of a micro-batch to its state (cogroup function)."""
     topic, partition = key[0].as_py(), int(key[1].as_py())
     out = _Rows(topic, partition)
@@ -190,29 +245,62 @@ def apply_partition(key: tuple[Any, ...], events: pa.Table, state: pa.Table, set
         return out.table()
     before_cursors = {name: Cursor.decode(c.encode()) for name, c in current.cursors.items()}
     before_ledgers = Ledgers(*zip(*current.ledgers, strict=True)) if len(current.ledgers) else Ledgers()
+    # seq order, and input order among equal seqs: the first is applied, a replay is stale
+    events = events.sort_by([("seq", "ascending"), ("_row", "ascending")])
     result = current.apply(events_to_batch(events), settings)
 
-    out.add(PARTITION, UPSERT, 1, last_seq=[current.last_seq], last_event_time=[current.last_event_time],
-            ledgers=[current.ledgers.encode()], applied=[result.applied], stale=[result.stale])
+    out.add(
+        PARTITION,
+        UPSERT,
+        1,
+        last_seq=[current.last_seq],
+        last_event_time=[current.last_event_time],
+        ledgers=[current.ledgers.encode()],
+        applied=[result.applied],
+        stale=[result.stale],
+    )
     for name, cursor in current.cursors.items():
         changed = name in result.changed
         if not changed and result.published == 0:
             continue
-        out.add(CURSOR, UPSERT, 1, subscription=[name], sub_type=[cursor.sub_type],
-                mark_delete_ledger_id=[cursor.mark_delete.ledger_id], mark_delete_entry_id=[cursor.mark_delete.entry_id],
-                state=[cursor.encode() if changed else None], msg_backlog=[cursor.backlog(current.ledgers)],
-                non_contiguous_deleted_ranges=[cursor.non_contiguous_deleted_ranges],
-                partial_batch_entries=[len(cursor.batch_acks)], state_changed=[changed],
-                last_seq=[current.last_seq], last_event_time=[current.last_event_time])
+        out.add(
+            CURSOR,
+            UPSERT,
+            1,
+            subscription=[name],
+            sub_type=[cursor.sub_type],
+            mark_delete_ledger_id=[cursor.mark_delete.ledger_id],
+            mark_delete_entry_id=[cursor.mark_delete.entry_id],
+            state=[cursor.encode() if changed else None],
+            msg_backlog=[cursor.backlog(current.ledgers)],
+            non_contiguous_deleted_ranges=[cursor.non_contiguous_deleted_ranges],
+            partial_batch_entries=[len(cursor.batch_acks)],
+            state_changed=[changed],
+            last_seq=[current.last_seq],
+            last_event_time=[current.last_event_time],
+        )
         if changed:
             _emit_range_changes(out, name, before_cursors.get(name), cursor)
             _emit_batch_changes(out, name, before_cursors.get(name), cursor)
     old_last = dict(iter(before_ledgers))
     grown = [(lid, last) for lid, last in current.ledgers if old_last.get(lid) != last]
     if grown:
-        out.add(LEDGER, UPSERT, len(grown), ledger_id=[g[0] for g in grown], entry_id=[0] * len(grown),
-                upper_entry_id=[g[1] for g in grown], entries=[g[1] + 1 for g in grown])
+        out.add(
+            LEDGER,
+            UPSERT,
+            len(grown),
+            ledger_id=[g[0] for g in grown],
+            entry_id=[0] * len(grown),
+            upper_entry_id=[g[1] for g in grown],
+            entries=[g[1] + 1 for g in grown],
+        )
     if result.rejects:
-        out.add(REJECT, UPSERT, len(result.rejects), row=[r.row for r in result.rejects],
-                reason=[r.reason for r in result.rejects], detail=[r.detail for r in result.rejects])
+        out.add(
+            REJECT,
+            UPSERT,
+            len(result.rejects),
+            row=[r.row for r in result.rejects],
+            reason=[r.reason for r in result.rejects],
+            detail=[r.detail for r in result.rejects],
+        )
     return out.table()

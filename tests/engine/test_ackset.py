@@ -1,6 +1,13 @@
 from __future__ import annotations
 
-from engine.ackset import full_mask, mask_from_acked, mask_to_words, next_set_bit, unacked_count, words_to_mask
+from engine.ackset import (
+    full_mask,
+    mask_from_acked,
+    mask_to_words,
+    next_set_bit,
+    unacked_count,
+    words_to_mask,
+)
 
 
 def test_worked_examples_of_spec_1_3():

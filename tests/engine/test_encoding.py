@@ -16,7 +16,12 @@ def _cursor_with_everything() -> Cursor:
     ledgers = make_ledgers(50, 50, 50)
     cursor = Cursor.subscribe("Failover", "Earliest", ledgers, ledgers.last_position)
     lac = ledgers.last_position
-    cursor.ack([MessageId(P(10, 0)), MessageId(P(10, 7)), MessageId(P(11, 3)), MessageId(P(12, 49))], ledgers, lac, True)
+    cursor.ack(
+        [MessageId(P(10, 0)), MessageId(P(10, 7)), MessageId(P(11, 3)), MessageId(P(12, 49))],
+        ledgers,
+        lac,
+        True,
+    )
     cursor.ack([MessageId(P(11, 9), mask_from_acked(130, [0, 64, 129]), 130)], ledgers, lac, True)
     return cursor
 

@@ -9,6 +9,7 @@ ranges, batch state and backlog are compared at every batch boundary.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from hypothesis import given, settings
@@ -111,13 +112,13 @@ BATCH_SIZE = 6  # every entry is a batch of 6 messages, so any entry can take a 
 def scenarios(draw):
     """A random event history of one partition and one Exclusive subscription."""
     events: list[dict] = []
-    ledger, entry, published = 10, -1, 0
+    ledger, entry = 10, -1
     for _ in range(draw(st.integers(2, 6))):  # publish a few entries before subscribing
         entry += 1
         events.append({"type": "PUBLISH", "ledger_id": ledger, "entry_id": entry})
-        published += 1
-    events.append({"type": "SUBSCRIBE", "subscription": "s", "sub_type": "Exclusive",
-                   "initial_position": "Earliest"})
+    events.append(
+        {"type": "SUBSCRIBE", "subscription": "s", "sub_type": "Exclusive", "initial_position": "Earliest"}
+    )
     positions = [P(10, e) for e in range(entry + 1)]
     for _ in range(draw(st.integers(1, 40))):
         op = draw(st.sampled_from(["publish", "roll", "ack", "ack", "ack", "cumulative", "batch"]))
@@ -132,7 +133,10 @@ def scenarios(draw):
         beyond = [P(ledger, entry + 1), P(ledger + 1, 0)]
         pick = st.sampled_from(positions + beyond)
         if op == "ack":
-            ids = [{"ledger_id": p.ledger_id, "entry_id": p.entry_id} for p in draw(st.lists(pick, min_size=1, max_size=4))]
+            ids = [
+                {"ledger_id": p.ledger_id, "entry_id": p.entry_id}
+                for p in draw(st.lists(pick, min_size=1, max_size=4))
+            ]
             events.append({"type": "ACK", "subscription": "s", "ack_type": "Individual", "message_ids": ids})
         else:
             pos = draw(pick)
@@ -155,9 +159,14 @@ def _drive_model(model: Model, event: dict) -> None:
     elif event["type"] == "SUBSCRIBE":
         model.subscribe()
     else:
-        ids = [(P(m["ledger_id"], m["entry_id"]),
+        ids = [
+            (
+                P(m["ledger_id"], m["entry_id"]),
                 words_to_mask(m["ack_set"]) if "ack_set" in m else None,
-                m.get("batch_size", 1)) for m in event["message_ids"]]
+                m.get("batch_size", 1),
+            )
+            for m in event["message_ids"]
+        ]
         if event["ack_type"] == "Cumulative":
             model.ack_cumulative(*ids[0])
         else:
@@ -172,7 +181,7 @@ def test_engine_matches_the_naive_model_at_every_batch_boundary(scenario, enable
     state = PartitionState("persistent://t/ns/x", -1)
     cfg = EngineSettings(acknowledgment_at_batch_index_level_enabled=enabled)
     bounds = [0, *cuts, len(events)]
-    for lo, hi in zip(bounds, bounds[1:], strict=False):
+    for lo, hi in itertools.pairwise(bounds):
         for event in events[lo:hi]:
             _drive_model(model, event)
         state.apply(EventBatch.from_records(events[lo:hi]), cfg)
@@ -197,7 +206,7 @@ def test_micro_batch_boundaries_do_not_change_the_result(scenario):
     whole.apply(EventBatch.from_records(events), cfg)
     pieces = PartitionState("t", -1)
     bounds = [0, *cuts, len(events)]
-    for lo, hi in zip(bounds, bounds[1:], strict=False):
+    for lo, hi in itertools.pairwise(bounds):
         pieces.apply(EventBatch.from_records(events[lo:hi]), cfg)
     assert whole.cursors["s"].encode() == pieces.cursors["s"].encode()
     assert whole.ledgers == pieces.ledgers

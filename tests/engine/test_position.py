@@ -7,7 +7,7 @@ from engine import EARLIEST, Position
 
 def test_positions_order_by_ledger_then_entry():
     assert Position(3, 9) < Position(4, -1) < Position(4, 0) < Position(4, 1)
-    assert EARLIEST < Position(0, -1)
+    assert Position(0, -1) > EARLIEST
 
 
 def test_text_form_is_ledger_colon_entry():
