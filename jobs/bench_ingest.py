@@ -162,11 +162,6 @@ def phases_line(phases: Sequence[tuple[str, float]], duration_s: float | None = 
     return f"      phases (s): {parts} (sum {total:.2f} s{of})"
 
 
-def _median_or_none(values: Sequence[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
-
-
 # ---- capturing the ingest phase log -------------------------------------------------------
 class _PhaseLog(logging.Handler):
     """Collects ``jobs.ingest`` "batch N: <phase> took X s" DEBUG records, by batch id."""
@@ -362,25 +357,23 @@ def figures(workload: Workload, results: Sequence[RunResult]) -> list[Figure]:
     """Median over each run's batches after the first; median over runs."""
     ack = [warmup_and_sustained([t.events_per_second for t in r.ackstate]) for r in results]
     thru = [warmup_and_sustained([t.events_per_second for t in r.passthrough]) for r in results]
-    ratios = [ratio(a[1], p[1]) for a, p in zip(ack, thru, strict=True)]
-    scale = f"{workload.subscriptions:,} subs, {workload.events_per_batch:,}/batch"
+    ack_runs = [s for _, s in ack if s is not None]
+    thru_runs = [s for _, s in thru if s is not None]
+    ratio_runs = [r for r in (ratio(a[1], p[1]) for a, p in zip(ack, thru, strict=True)) if r is not None]
     out: list[Figure] = []
-    ack_sustained = _median_or_none([a[1] for a in ack])
-    if ack_sustained is not None:
-        out.append(Figure(f"ackstate ingest, sustained ({scale})", ack_sustained, "events/s",
-                          f">= {INGEST_TARGET_EVENTS_PER_S:,}", [a[1] for a in ack if a[1] is not None]))
-    thru_sustained = _median_or_none([p[1] for p in thru])
-    if thru_sustained is not None:
-        out.append(Figure("Spark pass-through, sustained (same files)", thru_sustained, "events/s",
-                          "(reference)", [p[1] for p in thru if p[1] is not None]))
-    ratio_value = _median_or_none(ratios)
-    if ratio_value is not None:
-        out.append(Figure("ackstate / pass-through", ratio_value, "ratio", f">= {RATIO_TARGET}",
-                          [r for r in ratios if r is not None]))
-    out.append(Figure("ackstate ingest, first batch (warm-up)", statistics.median(a[0] for a in ack),
-                      "events/s", "(not a target)", [a[0] for a in ack]))
-    out.append(Figure("Spark pass-through, first batch (warm-up)", statistics.median(p[0] for p in thru),
-                      "events/s", "(not a target)", [p[0] for p in thru]))
+    sustained = (
+        (f"ackstate ingest, sustained ({workload.subscriptions:,} subs)", ack_runs, "events/s",
+         f">= {INGEST_TARGET_EVENTS_PER_S:,}"),
+        ("Spark pass-through, sustained (same files)", thru_runs, "events/s", "(reference)"),
+        ("ackstate / pass-through", ratio_runs, "ratio", f">= {RATIO_TARGET}"),
+    )
+    for name, runs, unit, target in sustained:
+        if runs:
+            out.append(Figure(name, statistics.median(runs), unit, target, runs))
+    for name, pairs in (("ackstate ingest", ack), ("Spark pass-through", thru)):
+        first = [f for f, _ in pairs]
+        out.append(Figure(f"{name}, first batch (warm-up)", statistics.median(first), "events/s",
+                          "(not a target)", first))
     return out
 
 
