@@ -13,19 +13,11 @@ from typing import Final
 import pyarrow as pa
 from pyspark.sql import types as T
 
+from engine.events import EVENT_TYPES as ENGINE_EVENT_TYPES
+
 SCHEMA_VERSION: Final = 1
 
-EVENT_TYPES: Final[tuple[str, ...]] = (
-    "SUBSCRIBE",
-    "CLOSE_CONSUMER",
-    "PUBLISH",
-    "SEND",
-    "SEND_FAILED",
-    "DISPATCH",
-    "ACK",
-    "NACK",
-    "REDELIVER",
-)
+EVENT_TYPES: Final[tuple[str, ...]] = ENGINE_EVENT_TYPES  # one list, the engine's (it cannot import Spark)
 # Events that a consumer of a subscription issues (they carry subscription and consumer_id).
 CONSUMER_EVENT_TYPES: Final[tuple[str, ...]] = (
     "SUBSCRIBE",

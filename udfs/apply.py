@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -127,83 +126,81 @@ def state_from_arrow(topic: str, partition: int, state: pa.Table) -> PartitionSt
 
 # ---- engine -> Arrow -------------------------------------------------------------------
 class _Rows:
-    """Output rows gathered as column chunks, nulls for the columns a kind does not use."""
+    """Output rows gathered column by column (nulls where a kind has no value), one table at the end."""
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic, self.partition = topic, partition
-        self.chunks: list[pa.Table] = []
+        self.columns: dict[str, list[Any]] = {field.name: [] for field in OUTPUT_ARROW}
+        self.size = 0
 
-    def add(self, kind: str, op: str, n: int, **columns: Iterable[Any] | np.ndarray) -> None:
+    def add(self, kind: str, op: str, n: int, **values: Iterable[Any] | np.ndarray) -> None:
         if n == 0:
             return
-        arrays = []
-        for field in OUTPUT_ARROW:
-            if field.name == "kind":
-                arrays.append(pa.array([kind] * n, pa.string()))
-            elif field.name == "op":
-                arrays.append(pa.array([op] * n, pa.string()))
-            elif field.name == "topic":
-                arrays.append(pa.array([self.topic] * n, pa.string()))
-            elif field.name == "partition":
-                arrays.append(pa.array(np.full(n, self.partition, dtype=np.int32)))
-            elif field.name in columns:
-                arrays.append(pa.array(columns[field.name], field.type))
+        fixed = {"kind": kind, "op": op, "topic": self.topic, "partition": self.partition}
+        for name, column in self.columns.items():
+            if name in fixed:
+                column.extend([fixed[name]] * n)
+            elif name in values:
+                given = values[name]
+                column.extend(given.tolist() if isinstance(given, np.ndarray) else given)
             else:
-                arrays.append(pa.nulls(n, field.type))
-        self.chunks.append(pa.Table.from_arrays(arrays, schema=OUTPUT_ARROW))
+                column.extend([None] * n)
+        self.size += n
 
     def table(self) -> pa.Table:
-        if not self.chunks:
-            return OUTPUT_ARROW.empty_table()
-        return pa.concat_tables(self.chunks)
+        return pa.Table.from_pydict(self.columns, schema=OUTPUT_ARROW)
 
 
-def _run_frame(cursor: Cursor | None) -> pd.DataFrame:
-    frames = []
-    if cursor is not None:
-        for ledger_id, firsts, lasts in cursor.acked.runs():
-            frames.append(
-                pd.DataFrame({"ledger_id": ledger_id, "lower_entry_id": firsts - 1, "upper_entry_id": lasts})
-            )
-    if not frames:
-        return pd.DataFrame({"ledger_id": [], "lower_entry_id": [], "upper_entry_id": []}, dtype=np.int64)
-    return pd.concat(frames, ignore_index=True)
+def _runs(cursor: Cursor | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ledger, lower, upper) of every ack range, in Pulsar's order (ledger, then lower)."""
+    parts = (
+        [(np.full(f.size, ledger, dtype=np.int64), f - 1, last) for ledger, f, last in cursor.acked.runs()]
+        if cursor
+        else []
+    )
+    if not parts:
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty, empty
+    return tuple(np.concatenate(cols) for cols in zip(*parts, strict=True))  # type: ignore[return-value]
+
+
+def _keys(ledger: np.ndarray, lower: np.ndarray, ledgers: np.ndarray) -> np.ndarray:
+    """(ledger, lower) as one sortable int64: ledger rank << 32 | lower + 1."""
+    return (np.searchsorted(ledgers, ledger).astype(np.int64) << 32) | (lower + 1)
 
 
 def _emit_range_changes(out: _Rows, sub: str, before: Cursor | None, after: Cursor) -> None:
     """Upsert the runs that are new or changed, delete the runs that are gone (by ledger, lower)."""
-    old, new = _run_frame(before), _run_frame(after)
-    merged = new.merge(
-        old, on=["ledger_id", "lower_entry_id"], how="outer", suffixes=("", "_old"), indicator=True
+    old_l, old_lo, old_up = _runs(before)
+    new_l, new_lo, new_up = _runs(after)
+    ledgers = np.unique(np.concatenate((old_l, new_l)))
+    old_k, new_k = _keys(old_l, old_lo, ledgers), _keys(new_l, new_lo, ledgers)  # both sorted
+    at = np.minimum(np.searchsorted(old_k, new_k), max(old_k.size - 1, 0))
+    unchanged = (
+        (old_k.size > 0) & (old_k[at] == new_k) & (old_up[at] == new_up)
+        if old_k.size
+        else np.zeros(new_k.size, bool)
     )
-    changed = merged[
-        (merged["_merge"] == "left_only")
-        | ((merged["_merge"] == "both") & (merged["upper_entry_id"] != merged["upper_entry_id_old"]))
-    ]
-    gone = merged[merged["_merge"] == "right_only"]
-    if len(changed):
-        ledger = changed["ledger_id"].to_numpy(np.int64)
-        lower = changed["lower_entry_id"].to_numpy(np.int64)
-        upper = changed["upper_entry_id"].to_numpy(np.int64)
+    back = np.minimum(np.searchsorted(new_k, old_k), max(new_k.size - 1, 0))
+    kept = (new_k[back] == old_k) if new_k.size else np.zeros(old_k.size, bool)
+    changed = ~unchanged
+    n = int(changed.sum())
+    if n:
+        lower, upper = new_lo[changed], new_up[changed]
         out.add(
             RANGE,
             UPSERT,
-            len(changed),
-            subscription=[sub] * len(changed),
-            ledger_id=ledger,
+            n,
+            subscription=[sub] * n,
+            ledger_id=new_l[changed],
             lower_entry_id=lower,
             upper_entry_id=upper,
             entries=upper - lower,
         )
-    if len(gone):
-        out.add(
-            RANGE,
-            DELETE,
-            len(gone),
-            subscription=[sub] * len(gone),
-            ledger_id=gone["ledger_id"].to_numpy(np.int64),
-            lower_entry_id=gone["lower_entry_id"].to_numpy(np.int64),
-        )
+    gone = ~kept
+    n = int(gone.sum())
+    if n:
+        out.add(RANGE, DELETE, n, subscription=[sub] * n, ledger_id=old_l[gone], lower_entry_id=old_lo[gone])
 
 
 def _emit_batch_changes(out: _Rows, sub: str, before: Cursor | None, after: Cursor) -> None:
