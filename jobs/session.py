@@ -65,7 +65,8 @@ def get_spark(
     from pyspark.sql import SparkSession
 
     extra = {k: _conf_value(v) for k, v in (extra_conf or {}).items()}
-    active = SparkSession.getActiveSession() or _instantiated_session()
+    # the default session first: a thread may have a streaming query's clone as its active one
+    active = _instantiated_session() or SparkSession.getActiveSession()
     if active is not None:
         _set_runtime_conf(active, extra)
         return active
