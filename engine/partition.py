@@ -110,9 +110,12 @@ class PartitionState:
         live = ~stale
         result.stale = int(stale.sum())
 
+        # 2. publishes extend the ledgers; every other event sees the last entry of its own time
         lac_at = self._apply_publishes(batch, live, result)
 
-        # 3. consumer events, per subscription
+        # 3. consumer events, per subscription. CLOSE_CONSUMER, DISPATCH, NACK, REDELIVER, SEND
+        # and SEND_FAILED are consumed (seq advances) but change no cursor yet: the consumer and
+        # dedup model that gives them effect is not built yet.
         enabled = settings.acknowledgment_at_batch_index_level_enabled
         cons = np.flatnonzero(
             live & ((batch.type == SUBSCRIBE) | (batch.type == ACK)) & (batch.sub_code >= 0)
@@ -125,7 +128,8 @@ class PartitionState:
                 name = batch.sub_names[int(batch.sub_code[group[0]])]
                 self._apply_subscription(name, group, batch, enabled, lac_at, result)
 
-        # a refused command is still consumed: like the broker, the engine answered it
+        # a refused command is still consumed (counted as applied and recorded as rejected):
+        # like the broker, the engine answered it
         result.applied = int(live.sum())
         live_seq = batch.seq[live]
         if live_seq.size:
