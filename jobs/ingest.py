@@ -508,25 +508,28 @@ class BatchWriter:
         batch_id: int,
         tag: str,
         *,
+        delete_when: str | None = None,
         matched: list[tuple[str | None, list[str] | None]] | None = None,
         insert: str | None = None,
     ) -> None:
         """MERGE ``source`` into ``table`` on its key, idempotently for (app id, batch id).
 
-        ``matched``: (condition, columns to set or None for all) clauses in order.
+        Clauses in order: ``delete_when`` (matched rows to delete), ``matched`` ((condition,
+        columns to set or None for all) updates), then insert unmatched rows where ``insert``.
         """
         from delta.tables import DeltaTable
 
         from schemas.tables import TABLE_KEYS
 
         columns = [f.name for f in TABLES[table].fields]
-        keys = TABLE_KEYS[table]
-        on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
+        on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in TABLE_KEYS[table])
         merge = (
             DeltaTable.forPath(spark, table_path(self.options.warehouse, table))
             .alias("t")
             .merge(source.alias("s"), on)
         )
+        if delete_when is not None:
+            merge = merge.whenMatchedDelete(condition=delete_when)
         for condition, cols in matched or [(None, None)]:
             merge = merge.whenMatchedUpdate(
                 condition=condition, set={c: f"s.`{c}`" for c in (cols or columns)}
@@ -539,23 +542,8 @@ class BatchWriter:
         self, spark: SparkSession, table: str, source: DataFrame, batch_id: int, tag: str
     ) -> None:
         """MERGE projection changes: rows tagged ``op = delete`` are removed, the rest upserted."""
-        from delta.tables import DeltaTable
-
-        from schemas.tables import TABLE_KEYS
-
-        columns = [f.name for f in TABLES[table].fields]
-        on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in TABLE_KEYS[table])
         is_delete = f"s.op = '{DELETE}'"
-        merge = (
-            DeltaTable.forPath(spark, table_path(self.options.warehouse, table))
-            .alias("t")
-            .merge(source.alias("s"), on)
-            .whenMatchedDelete(condition=is_delete)
-            .whenMatchedUpdate(set={c: f"s.`{c}`" for c in columns})
-            .whenNotMatchedInsert(condition=f"NOT ({is_delete})", values={c: f"s.`{c}`" for c in columns})
-        )
-        self._idempotent(spark, batch_id, tag, merge.execute)
-        self._phases.done(f"merge {table}")
+        self._merge(spark, table, source, batch_id, tag, delete_when=is_delete, insert=f"NOT ({is_delete})")
 
     def _idempotent(self, spark: SparkSession, batch_id: int, tag: str, action: Any) -> None:
         conf = spark.conf
