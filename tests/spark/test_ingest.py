@@ -165,9 +165,7 @@ def test_feeding_the_same_events_again_changes_no_state(spark, workload, well_fo
     assert stale == 2 * len(well_formed)
 
 
-@pytest.mark.parametrize(
-    "kill_at", ["1:write rejected_events", "1:merge ack_ranges"]
-)
+@pytest.mark.parametrize("kill_at", ["1:write rejected_events", "1:merge ack_ranges"])
 def test_crash_between_writes_then_restart_equals_a_clean_run(spark, workload, clean_run, tmp_path, kill_at):
     _, expected = clean_run
     _write_source(tmp_path / "source", workload)
@@ -224,3 +222,33 @@ def test_delta_table_source_gives_the_same_state(spark, well_formed, clean_run, 
     for name in ("cursors", "topic_partitions", "ack_ranges", "batch_acks", "ledgers"):
         assert actual[name] == expected[name], name
     assert any("rows in" in m and "rejected" in m for m in caplog.messages), caplog.messages
+
+
+def test_continuous_trigger_applies_files_as_they_arrive(spark, workload, clean_run, tmp_path):
+    """`--trigger continuous`: a processing-time query picks up files written while it runs."""
+    _, expected = clean_run
+    source = tmp_path / "source"
+    source.mkdir()
+    options = IngestOptions(
+        source=str(source),
+        warehouse=tmp_path / "warehouse",
+        trigger="continuous",
+        processing_time="1 second",
+        max_files_per_trigger=1,
+    )
+    query = start_ingest(spark, options)
+    try:
+        # arrives after the query started; renamed in whole, as a file stream source expects
+        _write_source(tmp_path / "staging", workload)
+        for staged in sorted((tmp_path / "staging").iterdir()):
+            staged.rename(source / staged.name)
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            done = read_table(spark, tmp_path / "warehouse", "ingest_batches").count()
+            if done >= FILES:
+                break
+            assert query.exception() is None
+            time.sleep(1)
+    finally:
+        query.stop()
+    assert snapshot(spark, tmp_path / "warehouse") == expected
