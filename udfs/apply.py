@@ -176,11 +176,10 @@ def _emit_range_changes(out: _Rows, sub: str, before: Cursor | None, after: Curs
     ledgers = np.unique(np.concatenate((old_l, new_l)))
     old_k, new_k = _keys(old_l, old_lo, ledgers), _keys(new_l, new_lo, ledgers)  # both sorted
     at = np.minimum(np.searchsorted(old_k, new_k), max(old_k.size - 1, 0))
-    unchanged = (
-        (old_k.size > 0) & (old_k[at] == new_k) & (old_up[at] == new_up)
-        if old_k.size
-        else np.zeros(new_k.size, bool)
-    )
+    if old_k.size:
+        unchanged = (old_k[at] == new_k) & (old_up[at] == new_up)
+    else:
+        unchanged = np.zeros(new_k.size, bool)
     back = np.minimum(np.searchsorted(new_k, old_k), max(new_k.size - 1, 0))
     kept = (new_k[back] == old_k) if new_k.size else np.zeros(old_k.size, bool)
     changed = ~unchanged
