@@ -111,17 +111,23 @@ def events_to_batch(events: pa.Table) -> EventBatch:
     )
 
 
-def state_from_arrow(topic: str, partition: int, state: pa.Table) -> PartitionState:
-    """Rebuild a partition's state from its ``STATE_INPUT`` rows (possibly none: a new one)."""
+def state_from_arrow(topic: str, partition: int, state: pa.Table) -> tuple[PartitionState, dict[str, bytes]]:
+    """Rebuild a partition's state from its ``STATE_INPUT`` rows (possibly none: a new one).
+
+    Also returns each cursor's encoded state as read: decoding it again gives the "before" of a
+    cursor the batch changes, without copying the cursors it does not.
+    """
     result = PartitionState(topic, partition)
+    encoded: dict[str, bytes] = {}
     for row in state.to_pylist():
         if row["kind"] == PARTITION:
             result.ledgers = Ledgers.decode(row["state"])
             result.last_seq = row["last_seq"] if row["last_seq"] is not None else -1
             result.last_event_time = row["last_event_time"] or 0
         else:
+            encoded[row["subscription"]] = row["state"]
             result.cursors[row["subscription"]] = Cursor.decode(row["state"])
-    return result
+    return result, encoded
 
 
 # ---- engine -> Arrow -------------------------------------------------------------------
@@ -236,11 +242,10 @@ def apply_partition(
     """Apply one topic partition's events of a micro-batch to its state (cogroup function)."""
     topic, partition = key[0].as_py(), int(key[1].as_py())
     out = _Rows(topic, partition)
-    current = state_from_arrow(topic, partition, state)
+    current, encoded_before = state_from_arrow(topic, partition, state)
     if events.num_rows == 0:
         return out.table()
-    before_cursors = {name: Cursor.decode(c.encode()) for name, c in current.cursors.items()}
-    before_ledgers = Ledgers(*zip(*current.ledgers, strict=True)) if len(current.ledgers) else Ledgers()
+    last_entry_before = dict(current.ledgers)  # ledger id -> last entry id
     # seq order, and input order among equal seqs: the first is applied, a replay is stale
     events = events.sort_by([("seq", "ascending"), ("_row", "ascending")])
     result = current.apply(events_to_batch(events), settings)
@@ -276,10 +281,10 @@ def apply_partition(
             last_event_time=[current.last_event_time],
         )
         if changed:
-            _emit_range_changes(out, name, before_cursors.get(name), cursor)
-            _emit_batch_changes(out, name, before_cursors.get(name), cursor)
-    old_last = dict(iter(before_ledgers))
-    grown = [(lid, last) for lid, last in current.ledgers if old_last.get(lid) != last]
+            before = Cursor.decode(encoded_before[name]) if name in encoded_before else None
+            _emit_range_changes(out, name, before, cursor)
+            _emit_batch_changes(out, name, before, cursor)
+    grown = [(lid, last) for lid, last in current.ledgers if last_entry_before.get(lid) != last]
     if grown:
         out.add(
             LEDGER,
