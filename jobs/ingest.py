@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from engine import EngineSettings
 from jobs import progress
 from jobs.errors import AckstateError
-from jobs.tables import ensure_tables, table_path
+from jobs.tables import ensure_tables, read_table, table_path
 from schemas.tables import REJECTED_EVENT_COLUMNS, TABLES
 from schemas.udf import (
     APPLY_EVENT_COLUMNS,
@@ -234,12 +234,6 @@ class BatchWriter:
                 )
         return pinned
 
-    def _state(self, spark: SparkSession, name: str, pinned: dict[str, int]) -> DataFrame:
-        reader = spark.read.format("delta")
-        if name in pinned:
-            reader = reader.option("versionAsOf", pinned[name])
-        return reader.load(table_path(self.options.warehouse, name))
-
     def _apply(
         self,
         spark: SparkSession,
@@ -260,8 +254,12 @@ class BatchWriter:
         try:
             keys = ["topic", "partition"]
             touched = valid.select(*keys).distinct()
-            partitions = self._state(spark, "topic_partitions", pinned).join(touched, keys, "left_semi")
-            cursors = self._state(spark, "cursors", pinned).join(touched, keys, "left_semi")
+            partitions = read_table(
+                spark, self.options.warehouse, "topic_partitions", as_of=pinned.get("topic_partitions")
+            ).join(touched, keys, "left_semi")
+            cursors = read_table(spark, self.options.warehouse, "cursors", as_of=pinned.get("cursors")).join(
+                touched, keys, "left_semi"
+            )
             state = partitions.select(
                 *keys,
                 F.lit(PARTITION).alias("kind"),
