@@ -377,6 +377,7 @@ class BatchWriter:
                 "last_event_time",
                 *lineage,
                 now.alias("updated_at"),
+                F.lit(None).cast("binary").alias("subscription_state"),
                 "state_changed",
             )
             always = ["msg_backlog", "last_seq", "last_event_time", "query_id", "batch_id", "updated_at"]

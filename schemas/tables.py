@@ -65,6 +65,9 @@ CURSORS: Final = T.StructType(
         _col("last_seq", _LONG),
         _col("last_event_time", _LONG),
         *_lineage(),
+        # added with the consumer model: consumers, pending acks, redelivery tracker and replay
+        # schedule of the subscription, encoded by the engine (engine.subscription)
+        _col("subscription_state", _BINARY),
     ]
 )
 
@@ -141,8 +144,112 @@ INGEST_BATCHES: Final = T.StructType(
     ]
 )
 
-# Not yet built (CONTRACT.md section 2 names them; their schemas come with their features):
-# consumers, pending_acks, redeliveries, active_consumer_changes, producers, send_receipts.
+# ---- subscriptions (consumers, pending acks, redelivery, active consumer) -------------------
+# A consumer keeps its row after it leaves (``connected`` false, ``closed_at`` set): stats list
+# only connected ones, history queries see all.
+CONSUMERS: Final = T.StructType(
+    [
+        *_subscription_key(),
+        _col("consumer_id", _LONG, False),
+        _col("consumer_name", _STRING),
+        _col("sub_type", _STRING),
+        _col("priority_level", _INT),
+        _col("connected", T.BooleanType()),
+        _col("is_active", T.BooleanType()),  # Exclusive/Failover active consumer
+        _col("unacked_messages", _LONG),  # Shared/Key_Shared, in messages
+        _col("blocked", T.BooleanType()),  # blockedConsumerOnUnackedMsgs
+        _col("subscribed_at", _LONG),  # event time, epoch ms
+        _col("closed_at", _LONG),
+        _col("ack_timeout_ms", _LONG),
+        _col("negative_ack_delay_ms", _LONG),
+        _col("max_redeliver_count", _INT),
+        *_lineage(),
+    ]
+)
+
+# One row per entry a consumer holds unacked (PendingAcksMap), Shared and Key_Shared only.
+PENDING_ACKS: Final = T.StructType(
+    [
+        *_subscription_key(),
+        _col("consumer_id", _LONG, False),
+        _col("ledger_id", _LONG, False),
+        _col("entry_id", _LONG, False),
+        _col("position", _STRING),  # "L:E"
+        _col("batch_size", _INT),
+        _col("unacked_messages", _INT),  # batch size minus indexes already acked
+        _col("dispatched_at", _LONG),  # event time of the DISPATCH, epoch ms
+        _col("redelivery_count", _INT),  # the count the entry was dispatched with
+        _col("sticky_key_hash", _INT),  # Key_Shared; 0 (STICKY_KEY_HASH_NOT_SET) for Shared
+        _col("ack_timeout_at", _LONG),  # dispatched_at + ack_timeout_ms, null when off
+    ]
+)
+
+# Positions due (or scheduled) for redelivery. A row stays after the entry is dispatched again,
+# with ``delivered_at`` set (history; trimmed by compaction); an acked position leaves the table.
+REDELIVERIES: Final = T.StructType(
+    [
+        *_subscription_key(),
+        _col("ledger_id", _LONG, False),
+        _col("entry_id", _LONG, False),
+        _col("position", _STRING),
+        _col("consumer_id", _LONG),  # who held it (or nacked it)
+        _col("reason", _STRING),  # NACK, ACK_TIMEOUT, REDELIVER, CONSUMER_CLOSED
+        _col("requested_at", _LONG),  # event time of the cause
+        _col("due_at", _LONG),  # when the redelivery happens (client delay for NACK/ACK_TIMEOUT)
+        _col("redelivery_count", _INT),  # the count its next dispatch carries
+        _col("dead_letter", T.BooleanType()),  # next delivery reaches max_redeliver_count
+        _col("delivered_at", _LONG),  # event time of the next DISPATCH, null while due
+        *_lineage(),
+    ]
+)
+
+# Append-only history of the Exclusive/Failover active consumer.
+ACTIVE_CONSUMER_CHANGES: Final = T.StructType(
+    [
+        *_subscription_key(),
+        _col("seq", _LONG, False),
+        _col("event_time", _LONG),
+        _col("sub_type", _STRING),
+        _col("previous_consumer_id", _LONG),
+        _col("previous_consumer_name", _STRING),
+        _col("new_consumer_id", _LONG),
+        _col("new_consumer_name", _STRING),
+        _col("effective_at", _LONG),  # event_time + failover delay (rewind and notification)
+        *_lineage(),
+    ]
+)
+
+# ---- producers (dedup, non-persistent send limits) -----------------------------------------
+PRODUCERS: Final = T.StructType(
+    [
+        *_partition_key(),
+        _col("producer_name", _STRING, False),
+        _col("highest_sequence_pushed", _LONG),
+        _col("highest_sequence_persisted", _LONG),
+        _col("msg_drop_count", _LONG),  # non-persistent sends dropped over the in-flight limit
+        _col("last_event_time", _LONG),
+        *_lineage(),
+    ]
+)
+
+SEND_RECEIPTS: Final = T.StructType(
+    [
+        *_partition_key(),
+        _col("event_id", _STRING, False),
+        _col("seq", _LONG),
+        _col("event_time", _LONG),
+        _col("producer_name", _STRING),
+        _col("sequence_id", _LONG),
+        _col("highest_sequence_id", _LONG),
+        _col("dedup_status", _STRING),  # NotDup, Dup, Unknown
+        _col("receipt", _STRING),  # "L:E" once persisted; "-1:-1" for Dup and dropped sends
+        _col("receipt_ledger_id", _LONG),
+        _col("receipt_entry_id", _LONG),
+        _col("error", _STRING),  # PersistenceError for Unknown
+        _col("dropped", T.BooleanType()),  # non-persistent overload drop
+        *_lineage(),
+    ]
+)
 
 TABLES: Final[dict[str, T.StructType]] = {
     "topic_partitions": TOPIC_PARTITIONS,
@@ -152,6 +259,12 @@ TABLES: Final[dict[str, T.StructType]] = {
     "ledgers": LEDGERS,
     "rejected_events": REJECTED_EVENTS,
     "ingest_batches": INGEST_BATCHES,
+    "consumers": CONSUMERS,
+    "pending_acks": PENDING_ACKS,
+    "redeliveries": REDELIVERIES,
+    "active_consumer_changes": ACTIVE_CONSUMER_CHANGES,
+    "producers": PRODUCERS,
+    "send_receipts": SEND_RECEIPTS,
 }
 
 # MERGE keys: one row per key. Append-only tables without a natural key map to ().
@@ -163,6 +276,12 @@ TABLE_KEYS: Final[dict[str, tuple[str, ...]]] = {
     "ledgers": ("topic", "partition", "ledger_id"),
     "rejected_events": (),
     "ingest_batches": ("query_id", "batch_id"),
+    "consumers": ("topic", "partition", "subscription", "consumer_id"),
+    "pending_acks": ("topic", "partition", "subscription", "consumer_id", "ledger_id", "entry_id"),
+    "redeliveries": ("topic", "partition", "subscription", "ledger_id", "entry_id"),
+    "active_consumer_changes": ("topic", "partition", "subscription", "seq"),
+    "producers": ("topic", "partition", "producer_name"),
+    "send_receipts": ("topic", "partition", "event_id"),
 }
 APPEND_ONLY: Final[frozenset[str]] = frozenset({"rejected_events", "ingest_batches"})
 
@@ -176,4 +295,10 @@ TABLE_CLUSTERING: Final[dict[str, tuple[str, ...]]] = {
     "ledgers": ("topic", "partition"),
     "rejected_events": ("topic", "partition"),
     "ingest_batches": ("query_id",),
+    "consumers": ("topic", "partition"),
+    "pending_acks": ("topic", "partition"),
+    "redeliveries": ("topic", "partition"),
+    "active_consumer_changes": ("topic", "partition"),
+    "producers": ("topic", "partition"),
+    "send_receipts": ("topic", "partition"),
 }

@@ -17,7 +17,7 @@ EXPECTED_COLUMNS = {
     "topic_partitions": "topic partition last_seq last_event_time ledgers query_id batch_id updated_at",
     "cursors": "topic partition subscription sub_type mark_delete mark_delete_ledger_id mark_delete_entry_id "
     "state state_format msg_backlog non_contiguous_deleted_ranges partial_batch_entries last_seq "
-    "last_event_time query_id batch_id updated_at",
+    "last_event_time query_id batch_id updated_at subscription_state",
     "ack_ranges": "topic partition subscription ledger_id lower_entry_id upper_entry_id range entries",
     "batch_acks": "topic partition subscription ledger_id entry_id position batch_size ack_set acked_count",
     "ledgers": "topic partition ledger_id first_entry_id last_entry_id entries",
@@ -25,10 +25,24 @@ EXPECTED_COLUMNS = {
     "rejected_at",
     "ingest_batches": "query_id batch_id input_rows applied_rows rejected_rows stale_rows duplicate_rows "
     "partitions_touched cursors_touched duration_ms rows_per_second started_at finished_at",
+    "consumers": "topic partition subscription consumer_id consumer_name sub_type priority_level connected "
+    "is_active unacked_messages blocked subscribed_at closed_at ack_timeout_ms negative_ack_delay_ms "
+    "max_redeliver_count query_id batch_id updated_at",
+    "pending_acks": "topic partition subscription consumer_id ledger_id entry_id position batch_size "
+    "unacked_messages dispatched_at redelivery_count sticky_key_hash ack_timeout_at",
+    "redeliveries": "topic partition subscription ledger_id entry_id position consumer_id reason "
+    "requested_at "
+    "due_at redelivery_count dead_letter delivered_at query_id batch_id updated_at",
+    "active_consumer_changes": "topic partition subscription seq event_time sub_type previous_consumer_id "
+    "previous_consumer_name new_consumer_id new_consumer_name effective_at query_id batch_id updated_at",
+    "producers": "topic partition producer_name highest_sequence_pushed highest_sequence_persisted "
+    "msg_drop_count last_event_time query_id batch_id updated_at",
+    "send_receipts": "topic partition event_id seq event_time producer_name sequence_id highest_sequence_id "
+    "dedup_status receipt receipt_ledger_id receipt_entry_id error dropped query_id batch_id updated_at",
 }
 
 
-def test_registry_has_exactly_the_tables_built_now() -> None:
+def test_registry_has_exactly_the_contract_tables() -> None:
     assert set(TABLES) == set(EXPECTED_COLUMNS)
     assert set(TABLE_KEYS) == set(TABLES)
     assert set(TABLE_CLUSTERING) == set(TABLES)
