@@ -51,3 +51,44 @@ class PublishOutOfOrder(EngineRefusal):
 
 class CorruptState(ValueError):
     """Encoded state that this version cannot read (wrong magic, version or length)."""
+
+
+# ---- consumer commands (engine.subscription) ------------------------------------------
+class ExclusiveConsumerBusy(EngineRefusal):
+    reason = "exclusive_consumer_busy"
+
+
+class SubscriptionTypeMismatch(EngineRefusal):
+    reason = "subscription_type_mismatch"
+
+
+class ConsumerIdInUse(EngineRefusal):
+    reason = "consumer_id_in_use"
+
+
+class UnknownConsumer(EngineRefusal):
+    reason = "unknown_consumer"
+
+
+class ConsumerNotConnected(EngineRefusal):
+    reason = "consumer_not_connected"
+
+
+class RedeliverNotActiveConsumer(EngineRefusal):
+    reason = "redeliver_not_active_consumer"
+
+
+class RedeliverDuringFailoverSwitch(EngineRefusal):
+    reason = "redeliver_during_failover_switch"
+
+
+class DispatchOfUnknownEntry(EngineRefusal):
+    reason = "dispatch_beyond_last_published"
+
+
+class DispatchOfAckedEntry(EngineRefusal):
+    reason = "dispatch_of_acked_entry"
+
+
+class InvalidValue(EngineRefusal):
+    reason = "invalid_value"

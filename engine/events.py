@@ -56,10 +56,26 @@ class EventBatch:
     ackset_offsets: np.ndarray  # int64, len m + 1
     ackset_words: np.ndarray  # int64
     row: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # caller's row ids
+    # consumer columns (SUBSCRIBE, CLOSE_CONSUMER, DISPATCH, ACK, NACK, REDELIVER); a batch built
+    # without them gets the contract's defaults
+    consumer_id: np.ndarray | None = None  # int64, -1 when absent
+    consumer_name: np.ndarray | None = None  # object
+    priority_level: np.ndarray | None = None  # int32, default 0
+    ack_timeout_ms: np.ndarray | None = None  # int64, default 0 (off)
+    negative_ack_delay_ms: np.ndarray | None = None  # int64, default 60000
+    max_redeliver_count: np.ndarray | None = None  # int32, default 0 (no dead letter)
+    key: np.ndarray | None = None  # object: str or None (PUBLISH, DISPATCH)
 
     def __post_init__(self) -> None:
-        if self.row.size != self.seq.size:
-            self.row = np.arange(self.seq.size, dtype=np.int64)
+        n = self.seq.size
+        if self.row.size != n:
+            self.row = np.arange(n, dtype=np.int64)
+        for name, default, dtype in _CONSUMER_DEFAULTS:
+            if getattr(self, name) is None:
+                if dtype is object:
+                    setattr(self, name, np.full(n, default, dtype=object))
+                else:
+                    setattr(self, name, np.full(n, default, dtype=dtype))
 
     def __len__(self) -> int:
         return int(self.seq.size)
@@ -90,6 +106,7 @@ class EventBatch:
             ackset_offsets=np.concatenate(([0], np.cumsum(ac_counts))).astype(np.int64),
             ackset_words=self.ackset_words[ac_idx],
             row=self.row[order],
+            **{name: getattr(self, name)[order] for name, _, _ in _CONSUMER_DEFAULTS},
         )
 
     @classmethod
@@ -110,6 +127,7 @@ class EventBatch:
                 "batch_size",
                 "sub_type",
                 "initial_position",
+                *(name for name, _, _ in _CONSUMER_DEFAULTS),
             )
         }
         offsets, mled, ment, mbs, aoff, words = [0], [], [], [], [0], []
@@ -125,6 +143,9 @@ class EventBatch:
             cols["batch_size"].append(rec.get("batch_size") or 1)
             cols["sub_type"].append(rec.get("sub_type"))
             cols["initial_position"].append(rec.get("initial_position") or "Latest")
+            for name, default, _ in _CONSUMER_DEFAULTS:
+                value = rec.get(name)
+                cols[name].append(default if value is None else value)
             for mid in rec.get("message_ids") or ():
                 mled.append(mid["ledger_id"])
                 ment.append(mid["entry_id"])
@@ -150,7 +171,20 @@ class EventBatch:
             msg_batch_size=np.asarray(mbs, dtype=np.int32),
             ackset_offsets=np.asarray(aoff, dtype=np.int64),
             ackset_words=np.asarray(words, dtype=np.int64),
+            **{name: np.asarray(cols[name], dtype=dtype).reshape(n) for name, _, dtype in _CONSUMER_DEFAULTS},
         )
+
+
+# (column, contract default, dtype) of the consumer columns
+_CONSUMER_DEFAULTS: tuple[tuple[str, Any, Any], ...] = (
+    ("consumer_id", -1, np.int64),
+    ("consumer_name", None, object),
+    ("priority_level", 0, np.int32),
+    ("ack_timeout_ms", 0, np.int64),
+    ("negative_ack_delay_ms", 60_000, np.int64),
+    ("max_redeliver_count", 0, np.int32),
+    ("key", None, object),
+)
 
 
 def _num(value: Any) -> int:

@@ -25,17 +25,38 @@ from engine.cursor import SUB_TYPES, Cursor, MessageId
 from engine.errors import (
     CumulativeAckMultipleIds,
     CumulativeAckNotAllowed,
+    DispatchOfAckedEntry,
+    DispatchOfUnknownEntry,
     EngineRefusal,
     InvalidMarkDeletePosition,
+    InvalidValue,
     PublishOutOfOrder,
+    UnknownConsumer,
     UnknownSubscription,
 )
-from engine.events import ACK, ACK_CUMULATIVE, ACK_INDIVIDUAL, PUBLISH, SUBSCRIBE, EventBatch, _gather_ranges
+from engine.events import (
+    ACK,
+    ACK_CUMULATIVE,
+    ACK_INDIVIDUAL,
+    CLOSE_CONSUMER,
+    DISPATCH,
+    NACK,
+    PUBLISH,
+    REDELIVER,
+    SUBSCRIBE,
+    EventBatch,
+    _gather_ranges,
+)
 from engine.ledgers import Ledgers
 from engine.position import EARLIEST, Position
 from engine.rangeset import MAX_ENTRY_ID
+from engine.subscription import (
+    REDELIVER as REDELIVER_REASON,
+)
+from engine.subscription import Consumer, Subscription, SubscriptionSettings
 
 _INDIVIDUAL_ACK_MODES = ("Shared", "Key_Shared")
+_CONSUMER_EVENTS = (SUBSCRIBE, CLOSE_CONSUMER, DISPATCH, ACK, NACK, REDELIVER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,13 +64,41 @@ class EngineSettings:
     """Broker settings the engine obeys, named after Pulsar's (snake_case in ``--conf``)."""
 
     acknowledgment_at_batch_index_level_enabled: bool = False  # Pulsar 4.0 default
+    max_unacked_messages_per_consumer: int = 50_000
+    active_consumer_failover_delay_time_millis: int = 1_000
+    active_consumer_failover_consistent_hashing: bool = False
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> EngineSettings:
+        defaults = cls()
         return cls(
             acknowledgment_at_batch_index_level_enabled=bool(
                 config.get("acknowledgment_at_batch_index_level_enabled", False)
-            )
+            ),
+            max_unacked_messages_per_consumer=int(
+                config.get("max_unacked_messages_per_consumer", defaults.max_unacked_messages_per_consumer)
+            ),
+            active_consumer_failover_delay_time_millis=int(
+                config.get(
+                    "active_consumer_failover_delay_time_millis",
+                    defaults.active_consumer_failover_delay_time_millis,
+                )
+            ),
+            active_consumer_failover_consistent_hashing=bool(
+                config.get("active_consumer_failover_consistent_hashing", False)
+            ),
+        )
+
+    def for_partition(self, topic: str, partition: int) -> SubscriptionSettings:
+        from engine.failover import dispatcher_partition_index, pulsar_topic_name
+
+        return SubscriptionSettings(
+            batch_index_ack=self.acknowledgment_at_batch_index_level_enabled,
+            max_unacked_messages_per_consumer=self.max_unacked_messages_per_consumer,
+            failover_delay_ms=self.active_consumer_failover_delay_time_millis,
+            failover_consistent_hashing=self.active_consumer_failover_consistent_hashing,
+            partition_index=dispatcher_partition_index(topic, partition),
+            topic_name=pulsar_topic_name(topic, partition),
         )
 
 
@@ -71,9 +120,9 @@ class ApplyResult:
 
 
 class PartitionState:
-    """Ledgers, cursors and the replay fence (``last_seq``) of one topic partition."""
+    """Ledgers, cursors, consumers and the replay fence (``last_seq``) of one topic partition."""
 
-    __slots__ = ("cursors", "last_event_time", "last_seq", "ledgers", "partition", "topic")
+    __slots__ = ("cursors", "last_event_time", "last_seq", "ledgers", "partition", "subscriptions", "topic")
 
     def __init__(
         self,
@@ -83,13 +132,21 @@ class PartitionState:
         cursors: dict[str, Cursor] | None = None,
         last_seq: int = -1,
         last_event_time: int = 0,
+        subscriptions: dict[str, Subscription] | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
         self.ledgers = ledgers if ledgers is not None else Ledgers()
         self.cursors = cursors if cursors is not None else {}
+        self.subscriptions = subscriptions if subscriptions is not None else {}
         self.last_seq = last_seq
         self.last_event_time = last_event_time
+
+    def subscription(self, name: str) -> Subscription:
+        sub = self.subscriptions.get(name)
+        if sub is None:
+            sub = self.subscriptions[name] = Subscription()
+        return sub
 
     def apply(self, batch: EventBatch, settings: EngineSettings) -> ApplyResult:
         result = ApplyResult()
@@ -109,24 +166,25 @@ class PartitionState:
             )
         live = ~stale
         result.stale = int(stale.sum())
+        # the partition's clock: the largest event time applied so far, as of each event
+        clock = np.maximum.accumulate(
+            np.maximum(np.where(live, batch.event_time, self.last_event_time), self.last_event_time)
+        )
 
         # 2. publishes extend the ledgers; every other event sees the last entry of its own time
         lac_at = self._apply_publishes(batch, live, result)
 
-        # 3. consumer events, per subscription. CLOSE_CONSUMER, DISPATCH, NACK, REDELIVER, SEND
-        # and SEND_FAILED are consumed (seq advances) but change no cursor yet: the consumer and
-        # dedup model that gives them effect is not built yet.
-        enabled = settings.acknowledgment_at_batch_index_level_enabled
-        cons = np.flatnonzero(
-            live & ((batch.type == SUBSCRIBE) | (batch.type == ACK)) & (batch.sub_code >= 0)
-        )
+        # 3. consumer events, per subscription (SEND and SEND_FAILED are consumed without effect
+        # here: producer dedup is separate state)
+        sub_settings = settings.for_partition(self.topic, self.partition)
+        cons = np.flatnonzero(live & np.isin(batch.type, _CONSUMER_EVENTS) & (batch.sub_code >= 0))
         if cons.size:
             by_sub = cons[np.argsort(batch.sub_code[cons], kind="stable")]
             codes = batch.sub_code[by_sub]
             bounds = np.flatnonzero(np.diff(codes)) + 1
             for group in np.split(by_sub, bounds):
                 name = batch.sub_names[int(batch.sub_code[group[0]])]
-                self._apply_subscription(name, group, batch, enabled, lac_at, result)
+                self._apply_subscription(name, group, batch, sub_settings, lac_at, clock, result)
 
         # a refused command is still consumed (counted as applied and recorded as rejected):
         # like the broker, the engine answered it
@@ -135,6 +193,14 @@ class PartitionState:
         if live_seq.size:
             self.last_seq = int(live_seq.max())
             self.last_event_time = max(self.last_event_time, int(batch.event_time[live].max()))
+        # 4. client timers due by the end of the batch (the clock only moves with events)
+        for name, sub in self.subscriptions.items():
+            due = sub.next_due()
+            if due is not None and due <= self.last_event_time and name in self.cursors:
+                sub.fire_timers(self.cursors[name], self.last_event_time, sub_settings)
+        for name, sub in self.subscriptions.items():
+            if sub.changes:
+                result.changed.add(name)
         return result
 
     # ---- publishes ------------------------------------------------------------------
@@ -183,8 +249,9 @@ class PartitionState:
         name: str,
         group: np.ndarray,
         batch: EventBatch,
-        enabled: bool,
+        settings: SubscriptionSettings,
         lac_at: _LacTimeline,
+        clock: np.ndarray,
         result: ApplyResult,
     ) -> None:
         individual = (batch.type[group] == ACK) & (batch.ack_type[group] == ACK_INDIVIDUAL)
@@ -193,31 +260,95 @@ class PartitionState:
         for seg in np.split(group, cuts):
             first = int(seg[0])
             if batch.type[first] == ACK and batch.ack_type[first] == ACK_INDIVIDUAL:
-                self._individual_acks(name, seg, batch, enabled, lac_at, result)
+                # individual acks commute, but a client timer falling due inside the run must
+                # fire between the acks around it
+                while seg.size:
+                    sub = self.subscriptions.get(name)
+                    due = sub.next_due() if sub is not None else None
+                    k = seg.size if due is None else int(np.searchsorted(clock[seg], due, side="left"))
+                    if k == 0:
+                        self._fire(name, int(clock[seg[0]]), settings)
+                        k = 1
+                        self._individual_acks(name, seg[:1], batch, settings, lac_at, result)
+                    elif k > 0:
+                        self._individual_acks(name, seg[:k], batch, settings, lac_at, result)
+                    seg = seg[k:]
             else:
                 for i in seg.tolist():
-                    self._ordered_event(name, i, batch, enabled, lac_at.at(i), result)
+                    self._fire(name, int(clock[i]), settings)
+                    self._ordered_event(name, i, batch, settings, lac_at.at(i), result)
+
+    def _fire(self, name: str, now: int, settings: SubscriptionSettings) -> None:
+        sub = self.subscriptions.get(name)
+        cursor = self.cursors.get(name)
+        if sub is None or cursor is None:
+            return
+        due = sub.next_due()
+        if due is not None and due <= now:
+            sub.fire_timers(cursor, now, settings)
 
     def _ordered_event(
-        self, name: str, i: int, batch: EventBatch, enabled: bool, lac: Position, result: ApplyResult
+        self,
+        name: str,
+        i: int,
+        batch: EventBatch,
+        settings: SubscriptionSettings,
+        lac: Position,
+        result: ApplyResult,
     ) -> None:
         cursor = self.cursors.get(name)
         kind = int(batch.type[i])
+        now = int(batch.event_time[i])
+        consumer_id = int(batch.consumer_id[i])
+        enabled = settings.batch_index_ack
         try:
             if kind == SUBSCRIBE:
                 sub_type = str(batch.sub_type[i])
-                if cursor is None:
+                if sub_type not in SUB_TYPES:
+                    raise InvalidValue(f"unknown subscription type {sub_type!r}")
+                created = cursor is None
+                if created:
                     initial = str(batch.initial_position[i] or "Latest")
-                    self.cursors[name] = Cursor.subscribe(sub_type, initial, self.ledgers, lac)
-                    result.changed.add(name)
-                elif cursor.sub_type != sub_type and sub_type in SUB_TYPES:
-                    # the subscription takes the type of its latest consumer (Pulsar switches the
-                    # dispatcher when no consumer of the old type is connected)
-                    cursor.sub_type = sub_type
-                    result.changed.add(name)
+                    cursor = Cursor.subscribe(sub_type, initial, self.ledgers, lac)
+                consumer = Consumer(
+                    consumer_id=consumer_id,
+                    name=str(batch.consumer_name[i] if batch.consumer_name[i] is not None else consumer_id),
+                    priority=int(batch.priority_level[i]),
+                    order=0,
+                    subscribed_at=now,
+                    ack_timeout_ms=int(batch.ack_timeout_ms[i]),
+                    nack_delay_ms=int(batch.negative_ack_delay_ms[i]),
+                    max_redeliver_count=int(batch.max_redeliver_count[i]),
+                )
+                try:
+                    self.subscription(name).subscribe(cursor, consumer, sub_type, int(batch.seq[i]), settings)
+                finally:
+                    # Pulsar creates the cursor before the consumer is admitted or refused
+                    if created:
+                        self.cursors[name] = cursor
+                        result.changed.add(name)
+                result.changed.add(name)
                 return
             if cursor is None:
-                raise UnknownSubscription(f"ACK for subscription {name!r}, which never subscribed")
+                raise UnknownSubscription(f"event for subscription {name!r}, which never subscribed")
+            sub = self.subscription(name)
+            if kind == CLOSE_CONSUMER:
+                sub.close(cursor, consumer_id, int(batch.seq[i]), now, settings)
+                return
+            if kind == DISPATCH:
+                self._dispatch(sub, cursor, i, batch, lac, settings)
+                return
+            if kind in (NACK, REDELIVER):
+                lo, hi = int(batch.msg_offsets[i]), int(batch.msg_offsets[i + 1])
+                positions = [
+                    Position(int(batch.msg_ledger[m]), int(batch.msg_entry[m])) for m in range(lo, hi)
+                ]
+                if kind == NACK:
+                    sub.nack(cursor, consumer_id, positions, now)
+                else:
+                    sub.redeliver(cursor, consumer_id, positions or None, now, REDELIVER_REASON, settings)
+                return
+            sub.check_consumer(consumer_id, "ACK")
             if batch.ack_type[i] != ACK_CUMULATIVE:
                 return
             lo, hi = int(batch.msg_offsets[i]), int(batch.msg_offsets[i + 1])
@@ -236,6 +367,35 @@ class PartitionState:
             if name in self.cursors:
                 result.changed.add(name)  # batch state may have been recorded before the refusal
 
+    def _dispatch(
+        self,
+        sub: Subscription,
+        cursor: Cursor,
+        i: int,
+        batch: EventBatch,
+        lac: Position,
+        settings: SubscriptionSettings,
+    ) -> None:
+        pos = Position(int(batch.ledger_id[i]), int(batch.entry_id[i]))
+        if pos > lac:
+            raise DispatchOfUnknownEntry(f"DISPATCH of {pos}, beyond the last published entry {lac}")
+        if cursor.is_deleted(pos):
+            raise DispatchOfAckedEntry(f"DISPATCH of {pos}, which the cursor has already acked")
+        sticky = 0
+        if cursor.sub_type == "Key_Shared":
+            from engine.keyshared import sticky_key_hash
+
+            sticky = sticky_key_hash(batch.key[i])
+        sub.dispatch(
+            cursor,
+            int(batch.consumer_id[i]),
+            pos,
+            int(batch.batch_size[i]),
+            sticky,
+            int(batch.event_time[i]),
+            settings,
+        )
+
     @staticmethod
     def _message_id(batch: EventBatch, m: int) -> MessageId:
         pos = Position(int(batch.msg_ledger[m]), int(batch.msg_entry[m]))
@@ -249,11 +409,12 @@ class PartitionState:
         name: str,
         seg: np.ndarray,
         batch: EventBatch,
-        enabled: bool,
+        settings: SubscriptionSettings,
         lac_at: _LacTimeline,
         result: ApplyResult,
     ) -> None:
         """A run of individual acks of one subscription as one bitmap operation."""
+        enabled = settings.batch_index_ack
         cursor = self.cursors.get(name)
         if cursor is None:
             for i in seg.tolist():
@@ -265,6 +426,20 @@ class PartitionState:
                     )
                 )
             return
+        sub = self.subscriptions.get(name)
+        connected = sub.consumers if sub is not None else {}
+        known = np.isin(batch.consumer_id[seg], np.fromiter(connected, dtype=np.int64, count=len(connected)))
+        if not known.all():
+            # ServerCnx drops acks of a consumer id it does not know on the connection
+            for i in seg[~known].tolist():
+                result.rejects.append(
+                    Reject(
+                        int(batch.row[i]),
+                        UnknownConsumer.reason,
+                        f"ACK from consumer {int(batch.consumer_id[i])}, which is not connected",
+                    )
+                )
+            seg = seg[known]
         counts = np.diff(batch.msg_offsets)[seg]
         midx = _gather_ranges(batch.msg_offsets[:-1][seg], counts)
         if midx.size == 0:
@@ -296,6 +471,20 @@ class PartitionState:
                     )
                 )
         has_set = np.diff(batch.ackset_offsets)[midx] > 0
+        if sub is not None and cursor.sub_type in _INDIVIDUAL_ACK_MODES and sub.consumers:
+            # the consumer side (pending acks, unacked counts) in order, before the cursor moves
+            shadow: dict[Position, int] = {}
+            for m in np.flatnonzero(applied).tolist():
+                mid = self._message_id(batch, int(midx[m]))
+                sub.ack(
+                    cursor,
+                    int(batch.consumer_id[seg[int(ev_of_msg[m])]]),
+                    mid.position,
+                    mid.ack_set,
+                    mid.batch_size,
+                    shadow,
+                    settings,
+                )
         plain = applied & ~has_set
         by_ledger: dict[int, np.ndarray] = {}
         if plain.any():

@@ -36,14 +36,18 @@ from jobs.errors import AckstateError
 from jobs.tables import ensure_tables, read_table, table_path
 from schemas.tables import REJECTED_EVENT_COLUMNS, TABLES
 from schemas.udf import (
+    ACTIVE_CHANGE,
     APPLY_EVENT_COLUMNS,
     APPLY_OUTPUT,
     BATCH,
+    CONSUMER,
     CURSOR,
     DELETE,
     LEDGER,
     PARTITION,
+    PENDING,
     RANGE,
+    REDELIVERY,
     REJECT,
 )
 
@@ -267,6 +271,7 @@ class BatchWriter:
                 F.col("ledgers").alias("state"),
                 "last_seq",
                 "last_event_time",
+                F.lit(None).cast("binary").alias("sub_state"),
             ).unionByName(
                 cursors.select(
                     *keys,
@@ -275,6 +280,7 @@ class BatchWriter:
                     "state",
                     F.lit(None).cast("long").alias("last_seq"),
                     F.lit(None).cast("long").alias("last_event_time"),
+                    F.col("subscription_state").alias("sub_state"),
                 )
             )
             settings = self.options.settings
@@ -377,7 +383,7 @@ class BatchWriter:
                 "last_event_time",
                 *lineage,
                 now.alias("updated_at"),
-                F.lit(None).cast("binary").alias("subscription_state"),
+                F.col("sub_state").alias("subscription_state"),
                 "state_changed",
             )
             always = ["msg_backlog", "last_seq", "last_event_time", "query_id", "batch_id", "updated_at"]
@@ -450,6 +456,8 @@ class BatchWriter:
             )
             self._merge_changes(spark, "ledgers", ledgers, batch_id, tag)
 
+        self._write_consumer_tables(spark, out, kinds, lineage, batch_id, tag)
+
         partition_row = kinds.get(PARTITION)
         stale = int(reasons.get("stale_seq", 0))
         figures = progress.BatchFigures(
@@ -486,6 +494,81 @@ class BatchWriter:
         )
         self._append(row, "ingest_batches", batch_id, tag)
         return figures
+
+    def _write_consumer_tables(
+        self,
+        spark: SparkSession,
+        out: DataFrame,
+        kinds: dict[str, Any],
+        lineage: list[Any],
+        batch_id: int,
+        tag: str,
+    ) -> None:
+        """consumers, pending_acks, redeliveries and active_consumer_changes (issue 4 tables)."""
+        from pyspark.sql import functions as F
+
+        now = F.current_timestamp().alias("updated_at")
+        position = F.concat_ws(":", "ledger_id", "entry_id").alias("position")
+        if CONSUMER in kinds:
+            rows = out.filter(F.col("kind") == CONSUMER).select(
+                *[
+                    c
+                    for c in TABLES["consumers"].fieldNames()
+                    if c not in ("query_id", "batch_id", "updated_at")
+                ],
+                *lineage,
+                now,
+            )
+            self._merge(spark, "consumers", rows, batch_id, tag)
+        if PENDING in kinds:
+            rows = out.filter(F.col("kind") == PENDING).select(
+                "topic",
+                "partition",
+                "subscription",
+                "consumer_id",
+                "ledger_id",
+                "entry_id",
+                position,
+                "batch_size",
+                F.col("unacked_messages").cast("int").alias("unacked_messages"),
+                "dispatched_at",
+                "redelivery_count",
+                "sticky_key_hash",
+                "ack_timeout_at",
+                "op",
+            )
+            self._merge_changes(spark, "pending_acks", rows, batch_id, tag)
+        if REDELIVERY in kinds:
+            rows = out.filter(F.col("kind") == REDELIVERY).select(
+                "topic",
+                "partition",
+                "subscription",
+                "ledger_id",
+                "entry_id",
+                position,
+                "consumer_id",
+                "reason",
+                "requested_at",
+                "due_at",
+                "redelivery_count",
+                "dead_letter",
+                "delivered_at",
+                *lineage,
+                now,
+                "op",
+            )
+            self._merge_changes(spark, "redeliveries", rows, batch_id, tag)
+        if ACTIVE_CHANGE in kinds:
+            rows = out.filter(F.col("kind") == ACTIVE_CHANGE).select(
+                *[
+                    c
+                    for c in TABLES["active_consumer_changes"].fieldNames()
+                    if c not in ("query_id", "batch_id", "updated_at")
+                ],
+                *lineage,
+                now,
+            )
+            self._merge(spark, "active_consumer_changes", rows, batch_id, tag, matched=[])
 
     def _append(self, df: DataFrame, table: str, batch_id: int, tag: str) -> None:
         (
@@ -529,7 +612,7 @@ class BatchWriter:
         )
         if delete_when is not None:
             merge = merge.whenMatchedDelete(condition=delete_when)
-        for condition, cols in matched or [(None, None)]:
+        for condition, cols in [(None, None)] if matched is None else matched:
             merge = merge.whenMatchedUpdate(
                 condition=condition, set={c: f"s.`{c}`" for c in (cols or columns)}
             )

@@ -57,6 +57,19 @@ STATS_CURSOR_COLUMNS: tuple[str, ...] = (
 
 INTERNAL_CURSOR_COLUMNS: tuple[str, ...] = ("topic", "partition", "subscription", "state")
 PARTITION_COLUMNS: tuple[str, ...] = ("topic", "partition")
+# connected consumers, for unackedMessages, consumers[] and activeConsumerName
+STATS_CONSUMER_COLUMNS: tuple[str, ...] = (
+    "topic",
+    "partition",
+    "subscription",
+    "consumer_id",
+    "consumer_name",
+    "priority_level",
+    "unacked_messages",
+    "blocked",
+    "is_active",
+    "subscribed_at",
+)
 INTERNAL_PARTITION_COLUMNS: tuple[str, ...] = ("topic", "partition", "ledgers")
 
 # Pulsar tracks unacked messages per consumer only where several consumers share the entries.
@@ -157,13 +170,17 @@ def build_stats(
     *,
     topic: str | TopicFilter | None = None,
     subscription: str | None = None,
+    consumer_rows: Rows | None = None,
 ) -> dict[str, Any]:
     """``pulsar-admin topics stats`` for every selected topic partition, keyed by topic name.
 
     ``cursor_rows`` needs the ``STATS_CURSOR_COLUMNS``; ``partition_rows`` (``topic``,
     ``partition``) adds topics that have entries but no subscription, as Pulsar lists them with
     ``"subscriptions": {}``. With ``subscription``, only topics holding it are listed.
+    ``consumer_rows`` (``STATS_CONSUMER_COLUMNS``, connected consumers) fill the consumer fields;
+    without them (a warehouse older than the consumers table) those fields are left out.
     """
+    consumers = _consumers_by_subscription(consumer_rows) if consumer_rows is not None else None
     selected = _topic_filter(topic)
     result: dict[str, Any] = {}
     names: dict[tuple[str, int], str] = {}
@@ -190,11 +207,28 @@ def build_stats(
             subscription is not None and sub != subscription
         ):
             continue
-        entry(t, p)["subscriptions"][sub] = subscription_stats(sub_type, backlog, ranges)
+        members = None if consumers is None else consumers.get((t, p, sub), [])
+        entry(t, p)["subscriptions"][sub] = subscription_stats(sub_type, backlog, ranges, members)
     return result
 
 
-def subscription_stats(sub_type: str, msg_backlog: int | None, ranges: int | None) -> dict[str, Any]:
+def _consumers_by_subscription(rows: Rows) -> dict[tuple[str, int, str], list[dict[str, Any]]]:
+    cols = _columns(rows, STATS_CONSUMER_COLUMNS)
+    grouped: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
+    for values in zip(*(cols[c] for c in STATS_CONSUMER_COLUMNS), strict=True):
+        row = dict(zip(STATS_CONSUMER_COLUMNS, values, strict=True))
+        grouped.setdefault((row["topic"], row["partition"], row["subscription"]), []).append(row)
+    for members in grouped.values():  # subscription order, as the dispatcher lists them
+        members.sort(key=lambda r: (r["subscribed_at"] or 0, r["consumer_id"]))
+    return grouped
+
+
+def subscription_stats(
+    sub_type: str,
+    msg_backlog: int | None,
+    ranges: int | None,
+    consumers: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """One ``subscriptions.<name>`` object of ``topics stats`` (SubscriptionStatsImpl)."""
     stats: dict[str, Any] = {
         "msgBacklog": msg_backlog,
@@ -202,24 +236,41 @@ def subscription_stats(sub_type: str, msg_backlog: int | None, ranges: int | Non
         # SubscriptionStats.nonContiguousDeletedMessagesRanges: the number of ack holes' ranges
         "nonContiguousDeletedMessagesRanges": ranges,
     }
-    stats.update(consumer_fields(sub_type))
+    stats.update(consumer_fields(sub_type, consumers))
     return stats
 
 
-def consumer_fields(sub_type: str) -> dict[str, Any]:
+def consumer_fields(sub_type: str, consumers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The consumer-dependent fields of a subscription's stats: the one place they are filled.
 
     Pulsar counts ``unackedMessages`` only for Shared and Key_Shared (Consumer.addAndGetUnAckedMsgs
-    is skipped otherwise), so Exclusive and Failover always show 0. For Shared/Key_Shared the
-    number, ``consumers[]`` (``consumerName``, ``unackedMessages``) and ``activeConsumerName``
-    come from the ``consumers``/``pending_acks`` tables, which a later change adds: until then
-    they are left out rather than printed wrong (a missing key reads as unknown).
-    TODO(consumers table): fill ``unackedMessages``, ``consumers`` and ``activeConsumerName``
-    here for every type, from the rows of the subscription's consumers.
+    is skipped otherwise), so Exclusive and Failover always show 0; the subscription's number is
+    the sum over its consumers. ``activeConsumerName`` exists only for the single-active
+    dispatchers (Exclusive, Failover) and only while one is active. Without consumer rows (a
+    warehouse written before the consumers table existed) Shared/Key_Shared leave the fields out
+    rather than print them wrong.
     """
-    if sub_type in _UNACKED_TRACKING_TYPES:
-        return {}
-    return {"unackedMessages": 0}
+    tracking = sub_type in _UNACKED_TRACKING_TYPES
+    if consumers is None:
+        return {} if tracking else {"unackedMessages": 0}
+    listed = [
+        {
+            "consumerName": c["consumer_name"],
+            "unackedMessages": int(c["unacked_messages"] or 0) if tracking else 0,
+            "blockedConsumerOnUnackedMsgs": bool(c["blocked"]) if tracking else False,
+            "priorityLevel": int(c["priority_level"] or 0),
+        }
+        for c in consumers
+    ]
+    fields: dict[str, Any] = {
+        "unackedMessages": sum(c["unackedMessages"] for c in listed),
+        "consumers": listed,
+    }
+    if not tracking:
+        active = [c["consumer_name"] for c in consumers if c["is_active"]]
+        if active:
+            fields["activeConsumerName"] = active[0]
+    return fields
 
 
 def build_internal_stats(
@@ -391,18 +442,41 @@ def _read_stats(
     as large as converting 100,000 cursor rows; so the ``topic_partitions`` rows (topics that
     have no subscription) ride in the same query as a union, with ``subscription`` null.
     """
+    import pyarrow.compute as pc
+    from pyspark.sql import functions as F
+
     _require_tables(spark, warehouse, ("cursors", "topic_partitions"))
-    df = _frame(spark, warehouse, "cursors", selected, subscription, as_of).select(*STATS_CURSOR_COLUMNS)
+    part = F.lit("cursor").alias("_part")
+    df = _frame(spark, warehouse, "cursors", selected, subscription, as_of).select(
+        *STATS_CURSOR_COLUMNS, part
+    )
     if subscription is None:
         partitions = _frame(spark, warehouse, "topic_partitions", selected, None, as_of)
-        df = df.unionByName(partitions.select(*PARTITION_COLUMNS), allowMissingColumns=True)
-    table = _to_arrow(df, ("cursors", "topic_partitions"), as_of)
+        df = df.unionByName(
+            partitions.select(*PARTITION_COLUMNS, F.lit("partition").alias("_part")), allowMissingColumns=True
+        )
+    with_consumers = _has_table(spark, warehouse, "consumers")
+    if with_consumers:
+        members = _frame(spark, warehouse, "consumers", selected, subscription, as_of).where("connected")
+        df = df.unionByName(
+            members.select(*STATS_CONSUMER_COLUMNS, F.lit("consumer").alias("_part")),
+            allowMissingColumns=True,
+        )
+    table = _to_arrow(df, ("cursors", "topic_partitions", "consumers"), as_of)
+    cursors = table.filter(pc.equal(table["_part"], "cursor"))
+    consumers = table.filter(pc.equal(table["_part"], "consumer")) if with_consumers else None
     if subscription is not None:
-        return build_stats(table, topic=selected, subscription=subscription)
-    import pyarrow.compute as pc
+        return build_stats(cursors, topic=selected, subscription=subscription, consumer_rows=consumers)
+    partitions_rows = table.filter(pc.equal(table["_part"], "partition")).select(list(PARTITION_COLUMNS))
+    return build_stats(cursors, partitions_rows, topic=selected, consumer_rows=consumers)
 
-    cursors = table.filter(pc.is_valid(table["subscription"]))  # cursors.subscription is never null
-    return build_stats(cursors, table.select(list(PARTITION_COLUMNS)), topic=selected)
+
+def _has_table(spark: SparkSession, warehouse: Path, name: str) -> bool:
+    from delta.tables import DeltaTable
+
+    from jobs.tables import table_path
+
+    return bool(DeltaTable.isDeltaTable(spark, table_path(warehouse, name)))
 
 
 def _read_internal_stats(

@@ -13,6 +13,7 @@ from pyspark.sql import types as T
 
 # kind values of APPLY_OUTPUT
 PARTITION, CURSOR, RANGE, BATCH, LEDGER, REJECT = "partition", "cursor", "range", "batch", "ledger", "reject"
+CONSUMER, PENDING, REDELIVERY, ACTIVE_CHANGE = "consumer", "pending", "redelivery", "active_change"
 UPSERT, DELETE = "upsert", "delete"
 
 # What the UDF reads of the current state: one row per topic partition (kind "partition",
@@ -26,6 +27,8 @@ STATE_INPUT: Final = T.StructType(
         T.StructField("state", T.BinaryType()),
         T.StructField("last_seq", T.LongType()),
         T.StructField("last_event_time", T.LongType()),
+        # kind "cursor": the encoded consumers of the subscription (engine.subscription)
+        T.StructField("sub_state", T.BinaryType()),
     ]
 )
 
@@ -45,6 +48,13 @@ APPLY_EVENT_COLUMNS: Final = (
     "sub_type",
     "initial_position",
     "message_ids",
+    "consumer_id",
+    "consumer_name",
+    "priority_level",
+    "ack_timeout_ms",
+    "negative_ack_delay_ms",
+    "max_redeliver_count",
+    "key",
 )
 
 APPLY_OUTPUT: Final = T.StructType(
@@ -78,9 +88,39 @@ APPLY_OUTPUT: Final = T.StructType(
         T.StructField("batch_size", T.IntegerType()),
         T.StructField("ack_set", T.ArrayType(T.LongType())),
         T.StructField("acked_count", T.IntegerType()),
-        # reject
+        # reject (``reason`` also for redelivery rows)
         T.StructField("row", T.LongType()),
         T.StructField("reason", T.StringType()),
         T.StructField("detail", T.StringType()),
+        # cursor: the subscription's consumers, encoded
+        T.StructField("sub_state", T.BinaryType()),
+        # consumer / pending / redelivery / active_change
+        T.StructField("consumer_id", T.LongType()),
+        T.StructField("consumer_name", T.StringType()),
+        T.StructField("priority_level", T.IntegerType()),
+        T.StructField("connected", T.BooleanType()),
+        T.StructField("is_active", T.BooleanType()),
+        T.StructField("unacked_messages", T.LongType()),
+        T.StructField("blocked", T.BooleanType()),
+        T.StructField("subscribed_at", T.LongType()),
+        T.StructField("closed_at", T.LongType()),
+        T.StructField("ack_timeout_ms", T.LongType()),
+        T.StructField("negative_ack_delay_ms", T.LongType()),
+        T.StructField("max_redeliver_count", T.IntegerType()),
+        T.StructField("dispatched_at", T.LongType()),
+        T.StructField("redelivery_count", T.IntegerType()),
+        T.StructField("sticky_key_hash", T.IntegerType()),
+        T.StructField("ack_timeout_at", T.LongType()),
+        T.StructField("requested_at", T.LongType()),
+        T.StructField("due_at", T.LongType()),
+        T.StructField("dead_letter", T.BooleanType()),
+        T.StructField("delivered_at", T.LongType()),
+        T.StructField("seq", T.LongType()),
+        T.StructField("event_time", T.LongType()),
+        T.StructField("previous_consumer_id", T.LongType()),
+        T.StructField("previous_consumer_name", T.StringType()),
+        T.StructField("new_consumer_id", T.LongType()),
+        T.StructField("new_consumer_name", T.StringType()),
+        T.StructField("effective_at", T.LongType()),
     ]
 )

@@ -82,6 +82,13 @@ CUMULATIVE_ACK_MULTIPLE_IDS: Final = "cumulative_ack_multiple_ids"
 EXCLUSIVE_CONSUMER_BUSY: Final = "exclusive_consumer_busy"
 UNKNOWN_CONSUMER: Final = "unknown_consumer"
 PUBLISH_OUT_OF_ORDER: Final = "publish_out_of_order"
+SUBSCRIPTION_TYPE_MISMATCH: Final = "subscription_type_mismatch"
+CONSUMER_ID_IN_USE: Final = "consumer_id_in_use"
+CONSUMER_NOT_CONNECTED: Final = "consumer_not_connected"
+REDELIVER_NOT_ACTIVE_CONSUMER: Final = "redeliver_not_active_consumer"
+REDELIVER_DURING_FAILOVER_SWITCH: Final = "redeliver_during_failover_switch"
+DISPATCH_BEYOND_LAST_PUBLISHED: Final = "dispatch_beyond_last_published"
+DISPATCH_OF_ACKED_ENTRY: Final = "dispatch_of_acked_entry"
 
 REASONS: Final[dict[str, str]] = {
     MALFORMED_JSON: "the line is not a JSON object, or a field has a JSON type the v1 schema "
@@ -106,6 +113,17 @@ REASONS: Final[dict[str, str]] = {
     EXCLUSIVE_CONSUMER_BUSY: "a second consumer on an Exclusive subscription",
     UNKNOWN_CONSUMER: "a command from a consumer id that never subscribed (or has left)",
     PUBLISH_OUT_OF_ORDER: "a PUBLISH at or before the last published entry of the partition",
+    SUBSCRIPTION_TYPE_MISMATCH: "a SUBSCRIBE with another type while consumers of the subscription's "
+    'type are connected ("Subscription is of different type")',
+    CONSUMER_ID_IN_USE: "a SUBSCRIBE with a consumer id already connected to the subscription",
+    CONSUMER_NOT_CONNECTED: "a CLOSE_CONSUMER for a consumer that is not connected "
+    '("Consumer was not connected")',
+    REDELIVER_NOT_ACTIVE_CONSUMER: "a redeliver request from a Failover consumer that is not the active "
+    'one ("Only the active consumer can call resend")',
+    REDELIVER_DURING_FAILOVER_SWITCH: "a redeliver request while a Failover switch is still pending "
+    "(activeConsumerFailoverDelayTimeMillis)",
+    DISPATCH_BEYOND_LAST_PUBLISHED: "a DISPATCH of a position after the last published entry",
+    DISPATCH_OF_ACKED_ENTRY: "a DISPATCH of an entry the cursor has already acknowledged",
 }
 
 # The order in which jobs.validate checks a record; the first failing rule is its reason.
@@ -134,5 +152,12 @@ ENGINE_REASONS: Final[frozenset[str]] = frozenset(
         EXCLUSIVE_CONSUMER_BUSY,
         UNKNOWN_CONSUMER,
         PUBLISH_OUT_OF_ORDER,
+        SUBSCRIPTION_TYPE_MISMATCH,
+        CONSUMER_ID_IN_USE,
+        CONSUMER_NOT_CONNECTED,
+        REDELIVER_NOT_ACTIVE_CONSUMER,
+        REDELIVER_DURING_FAILOVER_SWITCH,
+        DISPATCH_BEYOND_LAST_PUBLISHED,
+        DISPATCH_OF_ACKED_ENTRY,
     }
 )

@@ -15,58 +15,30 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from engine import Cursor, EngineSettings, EventBatch, Ledgers, PartitionState
-from engine.ackset import mask_to_words
+from engine.ackset import mask_to_words, unacked_count
 from engine.events import ACK_TYPE_CODE, EVENT_TYPES
+from engine.subscription import SINGLE_ACTIVE_MODES, Changes, Subscription
 from schemas.udf import (
+    ACTIVE_CHANGE,
     APPLY_OUTPUT,
     BATCH,
+    CONSUMER,
     CURSOR,
     DELETE,
     LEDGER,
     PARTITION,
+    PENDING,
     RANGE,
+    REDELIVERY,
     REJECT,
     UPSERT,
 )
 
-
-def _arrow_type(name: str) -> pa.DataType:
-    return {
-        "kind": pa.string(),
-        "op": pa.string(),
-        "topic": pa.string(),
-        "partition": pa.int32(),
-        "subscription": pa.string(),
-        "sub_type": pa.string(),
-        "mark_delete_ledger_id": pa.int64(),
-        "mark_delete_entry_id": pa.int64(),
-        "state": pa.binary(),
-        "msg_backlog": pa.int64(),
-        "non_contiguous_deleted_ranges": pa.int64(),
-        "partial_batch_entries": pa.int64(),
-        "state_changed": pa.bool_(),
-        "last_seq": pa.int64(),
-        "last_event_time": pa.int64(),
-        "ledgers": pa.binary(),
-        "applied": pa.int64(),
-        "stale": pa.int64(),
-        "ledger_id": pa.int64(),
-        "entry_id": pa.int64(),
-        "lower_entry_id": pa.int64(),
-        "upper_entry_id": pa.int64(),
-        "entries": pa.int64(),
-        "batch_size": pa.int32(),
-        "ack_set": pa.list_(pa.int64()),
-        "acked_count": pa.int32(),
-        "row": pa.int64(),
-        "reason": pa.string(),
-        "detail": pa.string(),
-    }[name]
-
-
-OUTPUT_ARROW = pa.schema([pa.field(f.name, _arrow_type(f.name)) for f in APPLY_OUTPUT.fields])
+# the Arrow form of APPLY_OUTPUT, as Spark converts it (one definition of the row type)
+OUTPUT_ARROW = to_arrow_schema(APPLY_OUTPUT)
 
 
 # ---- Arrow -> engine ------------------------------------------------------------------
@@ -108,6 +80,13 @@ def events_to_batch(events: pa.Table) -> EventBatch:
         ackset_offsets=np.concatenate(([0], np.cumsum(set_counts))).astype(np.int64),
         ackset_words=_ints(sets.flatten(), 0, np.int64),
         row=_ints(_col(events, "_row"), -1, np.int64),
+        consumer_id=_ints(_col(events, "consumer_id"), -1, np.int64),
+        consumer_name=_col(events, "consumer_name").to_numpy(zero_copy_only=False).reshape(n),
+        priority_level=_ints(_col(events, "priority_level"), 0, np.int32),
+        ack_timeout_ms=_ints(_col(events, "ack_timeout_ms"), 0, np.int64),
+        negative_ack_delay_ms=_ints(_col(events, "negative_ack_delay_ms"), 60_000, np.int64),
+        max_redeliver_count=_ints(_col(events, "max_redeliver_count"), 0, np.int32),
+        key=_col(events, "key").to_numpy(zero_copy_only=False).reshape(n),
     )
 
 
@@ -127,6 +106,8 @@ def state_from_arrow(topic: str, partition: int, state: pa.Table) -> tuple[Parti
         else:
             encoded[row["subscription"]] = row["state"]
             result.cursors[row["subscription"]] = Cursor.decode(row["state"])
+            if row.get("sub_state"):
+                result.subscriptions[row["subscription"]] = Subscription.decode(row["sub_state"])
     return result, encoded
 
 
@@ -236,6 +217,126 @@ def _emit_batch_changes(out: _Rows, sub: str, before: Cursor | None, after: Curs
         )
 
 
+def _sub_state(sub: Subscription | None) -> bytes | None:
+    return sub.encode() if sub is not None and not sub.is_empty() else None
+
+
+def _emit_subscription_changes(
+    out: _Rows, name: str, cursor: Cursor, sub: Subscription, settings: EngineSettings
+) -> None:
+    """Rows of the consumer tables for what the batch changed (upserts and deletes by key)."""
+    single = cursor.sub_type in SINGLE_ACTIVE_MODES
+    consumers = [(c, True) for cid, c in sub.consumers.items() if cid in sub.changes.consumers]
+    consumers += [(c, False) for c in sub.changes.closed.values()]
+    if consumers:
+        n = len(consumers)
+        out.add(
+            CONSUMER,
+            UPSERT,
+            n,
+            subscription=[name] * n,
+            sub_type=[cursor.sub_type] * n,
+            consumer_id=[c.consumer_id for c, _ in consumers],
+            consumer_name=[c.name for c, _ in consumers],
+            priority_level=[c.priority for c, _ in consumers],
+            connected=[up for _, up in consumers],
+            is_active=[bool(single and up and c.consumer_id == sub.active) for c, up in consumers],
+            unacked_messages=[c.unacked if up else 0 for c, up in consumers],
+            blocked=[c.blocked and up for c, up in consumers],
+            subscribed_at=[c.subscribed_at for c, _ in consumers],
+            closed_at=[c.closed_at for c, _ in consumers],
+            ack_timeout_ms=[c.ack_timeout_ms for c, _ in consumers],
+            negative_ack_delay_ms=[c.nack_delay_ms for c, _ in consumers],
+            max_redeliver_count=[c.max_redeliver_count for c, _ in consumers],
+        )
+    upserts, deletes = [], []
+    for cid, pos in sorted(sub.changes.pending):
+        consumer = sub.consumers.get(cid)
+        pending = consumer.pending.get(pos) if consumer is not None else None
+        (deletes if pending is None else upserts).append((cid, pos, pending))
+    if upserts:
+        n = len(upserts)
+        batch_index = settings.acknowledgment_at_batch_index_level_enabled
+        out.add(
+            PENDING,
+            UPSERT,
+            n,
+            subscription=[name] * n,
+            consumer_id=[cid for cid, _, _ in upserts],
+            ledger_id=[pos.ledger_id for _, pos, _ in upserts],
+            entry_id=[pos.entry_id for _, pos, _ in upserts],
+            batch_size=[p.batch_size for _, _, p in upserts],
+            unacked_messages=[_remaining(cursor, pos, p.batch_size, batch_index) for _, pos, p in upserts],
+            dispatched_at=[p.dispatched_at for _, _, p in upserts],
+            redelivery_count=[p.redelivery_count for _, _, p in upserts],
+            sticky_key_hash=[p.sticky_key_hash for _, _, p in upserts],
+            ack_timeout_at=[p.ack_timeout_at if p.ack_timeout_at >= 0 else None for _, _, p in upserts],
+        )
+    if deletes:
+        n = len(deletes)
+        out.add(
+            PENDING,
+            DELETE,
+            n,
+            subscription=[name] * n,
+            consumer_id=[cid for cid, _, _ in deletes],
+            ledger_id=[pos.ledger_id for _, pos, _ in deletes],
+            entry_id=[pos.entry_id for _, pos, _ in deletes],
+        )
+    rows = sorted(sub.changes.redeliveries.items())
+    kept = [(pos, r) for pos, r in rows if r is not None]
+    gone = [pos for pos, r in rows if r is None]
+    if kept:
+        n = len(kept)
+        out.add(
+            REDELIVERY,
+            UPSERT,
+            n,
+            subscription=[name] * n,
+            ledger_id=[pos.ledger_id for pos, _ in kept],
+            entry_id=[pos.entry_id for pos, _ in kept],
+            consumer_id=[r.consumer_id for _, r in kept],
+            reason=[r.reason for _, r in kept],
+            requested_at=[r.requested_at for _, r in kept],
+            due_at=[r.due_at for _, r in kept],
+            redelivery_count=[r.redelivery_count for _, r in kept],
+            dead_letter=[r.dead_letter for _, r in kept],
+            delivered_at=[r.delivered_at for _, r in kept],
+        )
+    if gone:
+        n = len(gone)
+        out.add(
+            REDELIVERY,
+            DELETE,
+            n,
+            subscription=[name] * n,
+            ledger_id=[pos.ledger_id for pos in gone],
+            entry_id=[pos.entry_id for pos in gone],
+        )
+    changes = sub.changes.active
+    if changes:
+        n = len(changes)
+        out.add(
+            ACTIVE_CHANGE,
+            UPSERT,
+            n,
+            subscription=[name] * n,
+            sub_type=[cursor.sub_type] * n,
+            seq=[c.seq for c in changes],
+            event_time=[c.event_time for c in changes],
+            previous_consumer_id=[c.previous[0] if c.previous else None for c in changes],
+            previous_consumer_name=[c.previous[1] if c.previous else None for c in changes],
+            new_consumer_id=[c.new[0] if c.new else None for c in changes],
+            new_consumer_name=[c.new[1] if c.new else None for c in changes],
+            effective_at=[c.effective_at for c in changes],
+        )
+
+
+def _remaining(cursor: Cursor, pos: Any, batch_size: int, batch_index: bool) -> int:
+    partial = cursor.batch_acks.get(pos) if batch_index else None
+    return unacked_count(partial.unacked) if partial is not None else batch_size
+
+
 def apply_partition(
     key: tuple[Any, ...], events: pa.Table, state: pa.Table, settings: EngineSettings
 ) -> pa.Table:
@@ -273,6 +374,7 @@ def apply_partition(
             mark_delete_ledger_id=[cursor.mark_delete.ledger_id],
             mark_delete_entry_id=[cursor.mark_delete.entry_id],
             state=[cursor.encode() if changed else None],
+            sub_state=[_sub_state(current.subscriptions.get(name)) if changed else None],
             msg_backlog=[cursor.backlog(current.ledgers)],
             non_contiguous_deleted_ranges=[cursor.non_contiguous_deleted_ranges],
             partial_batch_entries=[len(cursor.batch_acks)],
@@ -284,6 +386,10 @@ def apply_partition(
             before = Cursor.decode(encoded_before[name]) if name in encoded_before else None
             _emit_range_changes(out, name, before, cursor)
             _emit_batch_changes(out, name, before, cursor)
+            sub = current.subscriptions.get(name)
+            if sub is not None and sub.changes:
+                _emit_subscription_changes(out, name, cursor, sub, settings)
+                sub.changes = Changes()
     grown = [(lid, last) for lid, last in current.ledgers if last_entry_before.get(lid) != last]
     if grown:
         out.add(

@@ -1,8 +1,9 @@
 """The shared conformance scenarios, applied straight to the engine (no Spark, milliseconds).
 
-Only what the engine models is compared here: the cursor fields of ``internal_stats`` and
-``msgBacklog``. The full comparison, with every table and stats field, runs the same files
-through the ``ackstate`` command line (tests/conformance/test_cli_scenarios.py).
+Compared here: the cursor fields of ``internal_stats``, the subscription fields of ``stats``
+(``msgBacklog``, ``type``, ``unackedMessages``, ``activeConsumerName``, ``consumers``) and the
+``pending_acks`` rows, computed from the engine's state. The full comparison, through the tables,
+runs the same files through the ``ackstate`` command line (tests/conformance/test_cli_scenarios.py).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ FILES = sorted(SCENARIOS.glob("*.json"))
 
 def _checks_cursors(path: Path) -> bool:
     text = path.read_text()
-    return '"internal_stats"' in text or '"msgBacklog"' in text
+    return '"internal_stats"' in text or '"stats"' in text or '"pending_acks"' in text
 
 
 CURSOR_FILES = [p for p in FILES if _checks_cursors(p)]
@@ -60,8 +61,59 @@ def test_scenario_cursors(path: Path):
             assert {k: actual[k] for k in expected} == expected, f"after {cp['after']}, {sub}"
             checked += 1
         for sub, expected in cp.get("stats", {}).get("subscriptions", {}).items():
-            if "msgBacklog" in expected:
-                backlog = state.cursors[sub].backlog(state.ledgers)
-                assert backlog == expected["msgBacklog"], f"after {cp['after']}, {sub}"
+            actual = _subscription_stats(state, sub)
+            for key, value in expected.items():
+                if key == "consumers":
+                    assert _pair_up(actual["consumers"], value), f"after {cp['after']}, {sub}: {actual}"
+                else:
+                    assert actual.get(key) == value, f"after {cp['after']}, {sub}.{key}: {actual}"
                 checked += 1
+        pending = cp.get("tables", {}).get("pending_acks")
+        if pending is not None:
+            rows = _pending_rows(state)
+            expected_rows = pending["rows"] if isinstance(pending, dict) else pending
+            if isinstance(pending, dict) and pending.get("exact"):
+                assert len(rows) == len(expected_rows), f"after {cp['after']}: {rows}"
+            assert _pair_up(rows, expected_rows), f"after {cp['after']}: {rows}"
+            checked += 1
     assert checked
+
+
+def _subscription_stats(state: PartitionState, name: str) -> dict:
+    """The `stats` fields of a subscription, as the engine's state gives them."""
+    cursor = state.cursors[name]
+    sub = state.subscriptions.get(name)
+    consumers = list(sub.consumers.values()) if sub else []
+    out = {
+        "msgBacklog": cursor.backlog(state.ledgers),
+        "type": cursor.sub_type,
+        "unackedMessages": sub.unacked_messages() if sub else 0,
+        "consumers": [{"consumerName": c.name, "unackedMessages": c.unacked} for c in consumers],
+    }
+    if sub is not None and sub.active_name() is not None and cursor.sub_type in ("Exclusive", "Failover"):
+        out["activeConsumerName"] = sub.active_name()
+    return out
+
+
+def _pending_rows(state: PartitionState) -> list[dict]:
+    return [
+        {"consumer_id": c.consumer_id, "position": str(pos), "redelivery_count": p.redelivery_count}
+        for sub in state.subscriptions.values()
+        for c in sub.consumers.values()
+        for pos, p in c.pending.items()
+    ]
+
+
+def _pair_up(actual: list[dict], expected: list[dict]) -> bool:
+    """Every expected item is a subset of its own actual item (order ignored)."""
+    if len(actual) != len(expected):
+        return False
+    left = list(actual)
+    for want in expected:
+        for k, have in enumerate(left):
+            if all(have.get(key) == value for key, value in want.items()):
+                del left[k]
+                break
+        else:
+            return False
+    return True

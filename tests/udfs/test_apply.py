@@ -12,7 +12,18 @@ import pyarrow as pa
 from engine import Cursor, EngineSettings, EventBatch, PartitionState
 from jobs.generate import MALFORMED_KEY, iter_events
 from schemas.events import EVENT_ARROW_SCHEMA
-from schemas.udf import BATCH, CURSOR, DELETE, PARTITION, RANGE, REJECT, STATE_INPUT
+from schemas.udf import (
+    BATCH,
+    CONSUMER,
+    CURSOR,
+    DELETE,
+    PARTITION,
+    PENDING,
+    RANGE,
+    REDELIVERY,
+    REJECT,
+    STATE_INPUT,
+)
 from udfs.apply import apply_partition
 
 EVENTS_ARROW = pa.schema([*EVENT_ARROW_SCHEMA, pa.field("_row", pa.int64())])
@@ -25,6 +36,7 @@ STATE_ARROW = pa.schema(
         pa.field("state", pa.binary()),
         pa.field("last_seq", pa.int64()),
         pa.field("last_event_time", pa.int64()),
+        pa.field("sub_state", pa.binary()),
     ]
 )
 
@@ -51,6 +63,9 @@ def test_batches_of_differences_rebuild_the_engine_state_exactly():
     state_rows: dict[tuple[str, str | None], dict] = {}
     ranges: dict[tuple, tuple] = {}
     batches: dict[tuple, tuple] = {}
+    consumers: dict[tuple, tuple] = {}
+    pending: dict[tuple, int] = {}
+    redeliveries: dict[tuple, tuple] = {}
     rejects = 0
     key = (pa.scalar(topic), pa.scalar(partition, pa.int32()))
     for start in range(0, len(events), 700):
@@ -71,6 +86,7 @@ def test_batches_of_differences_rebuild_the_engine_state_exactly():
                     "state": row["ledgers"],
                     "last_seq": row["last_seq"],
                     "last_event_time": row["last_event_time"],
+                    "sub_state": None,
                 }
             elif row["kind"] == CURSOR and row["state_changed"]:
                 state_rows[(CURSOR, row["subscription"])] = {
@@ -81,6 +97,7 @@ def test_batches_of_differences_rebuild_the_engine_state_exactly():
                     "state": row["state"],
                     "last_seq": None,
                     "last_event_time": None,
+                    "sub_state": row["sub_state"],
                 }
             elif row["kind"] == RANGE:
                 k = (row["subscription"], row["ledger_id"], row["lower_entry_id"])
@@ -94,6 +111,23 @@ def test_batches_of_differences_rebuild_the_engine_state_exactly():
                     del batches[k]
                 else:
                     batches[k] = (row["batch_size"], tuple(row["ack_set"]), row["acked_count"])
+            elif row["kind"] == CONSUMER:
+                consumers[(row["subscription"], row["consumer_id"])] = (
+                    row["connected"],
+                    row["unacked_messages"],
+                )
+            elif row["kind"] == PENDING:
+                k = (row["subscription"], row["consumer_id"], row["ledger_id"], row["entry_id"])
+                if row["op"] == DELETE:
+                    pending.pop(k, None)  # added and removed within one batch: a no-op delete
+                else:
+                    pending[k] = row["redelivery_count"]
+            elif row["kind"] == REDELIVERY:
+                k = (row["subscription"], row["ledger_id"], row["entry_id"])
+                if row["op"] == DELETE:
+                    redeliveries.pop(k, None)  # also removes delivered history rows, as MERGE does
+                else:
+                    redeliveries[k] = (row["reason"], row["redelivery_count"], row["delivered_at"])
             elif row["kind"] == REJECT:
                 rejects += 1
 
@@ -110,4 +144,24 @@ def test_batches_of_differences_rebuild_the_engine_state_exactly():
             expected_batches[(name, *pos)] = (batch.batch_size, tuple(batch.words), batch.acked_count)
     assert ranges == expected_ranges
     assert batches == expected_batches
+    # the consumer tables, rebuilt from differences, are the engine's consumer state
+    connected = {k: v[1] for k, v in consumers.items() if v[0]}
+    assert connected == {
+        (name, cid): c.unacked
+        for name, sub in whole.subscriptions.items()
+        for cid, c in sub.consumers.items()
+    }
+    assert pending == {
+        (name, cid, *pos): p.redelivery_count
+        for name, sub in whole.subscriptions.items()
+        for cid, c in sub.consumers.items()
+        for pos, p in c.pending.items()
+    }
+    due = {k: v[:2] for k, v in redeliveries.items() if v[2] is None}
+    assert due == {
+        (name, *pos): (r.reason, r.redelivery_count)
+        for name, sub in whole.subscriptions.items()
+        for pos, r in sub.redeliveries.items()
+    }
+    assert pending and connected, "the workload must dispatch to Shared consumers"
     assert expected_ranges, "the workload must leave ack holes to make this test meaningful"

@@ -1,0 +1,654 @@
+"""The consumers of one subscription: who is attached, what each holds, what is due again.
+
+Broker-side state next to the cursor (spec pulsar-broker.md sections 3-5, 8), plus the two client
+timers whose effect the broker sees (client spec 2 and 3: nack delay and ack timeout, both ending
+in a redeliver-with-ids request):
+
+* the connected consumers in subscription order, with name, priority and client settings;
+* Exclusive/Failover: the active consumer (``AbstractDispatcherSingleActiveConsumer``) and the
+  time a Failover switch takes effect (``activeConsumerFailoverDelayTimeMillis``);
+* Shared/Key_Shared: each consumer's ``pendingAcks`` (``PendingAcksMap``) and ``unackedMessages``
+  with the ``blockedConsumerOnUnackedMsgs`` flag, the dispatcher's redelivery tracker
+  (``InMemoryRedeliveryTracker``) and its replay set, and the scheduled nack redeliveries.
+
+Time is the topic partition's event time: a timer due at ``t`` fires before the first event
+whose clock reaches ``t`` (``fire_timers``), so replays give the same tables whatever the
+micro-batch boundaries were. The engine does not decide dispatch (DISPATCH events say what the
+broker sent); it keeps what follows from it.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from engine.ackset import unacked_count
+from engine.cursor import Cursor
+from engine.errors import (
+    ConsumerIdInUse,
+    ConsumerNotConnected,
+    CorruptState,
+    ExclusiveConsumerBusy,
+    RedeliverDuringFailoverSwitch,
+    RedeliverNotActiveConsumer,
+    SubscriptionTypeMismatch,
+    UnknownConsumer,
+)
+from engine.position import Position
+
+SHARED_MODES = ("Shared", "Key_Shared")
+SINGLE_ACTIVE_MODES = ("Exclusive", "Failover")
+DEFAULT_NACK_DELAY_MS = 60_000  # ConsumerConfigurationData.negativeAckRedeliveryDelayMicros
+MIN_NACK_DELAY_MS = 100  # NegativeAcksTracker.MIN_NACK_DELAY_MS
+
+# redelivery reasons (CONTRACT.md `redeliveries.reason`)
+NACK, ACK_TIMEOUT, REDELIVER, CONSUMER_CLOSED = "NACK", "ACK_TIMEOUT", "REDELIVER", "CONSUMER_CLOSED"
+_REASONS = (NACK, ACK_TIMEOUT, REDELIVER, CONSUMER_CLOSED)
+
+_MAGIC = b"AKS"
+_VERSION = 1
+
+
+# ---- state ------------------------------------------------------------------------------
+@dataclass(slots=True)
+class PendingAck:
+    """One entry a consumer holds unacked (PendingAcksMap value plus what the tables show)."""
+
+    batch_size: int
+    sticky_key_hash: int  # 0 = STICKY_KEY_HASH_NOT_SET (Shared)
+    dispatched_at: int
+    redelivery_count: int  # the count CommandMessage carried
+    ack_timeout_at: int  # -1: not tracked (ack timeout off, or nacked)
+
+
+@dataclass(slots=True)
+class Consumer:
+    consumer_id: int
+    name: str
+    priority: int
+    order: int  # subscription order: the dispatcher's consumer list
+    subscribed_at: int
+    ack_timeout_ms: int = 0
+    nack_delay_ms: int = DEFAULT_NACK_DELAY_MS
+    max_redeliver_count: int = 0
+    unacked: int = 0
+    blocked: bool = False
+    closed_at: int | None = None
+    pending: dict[Position, PendingAck] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Redelivery:
+    """A position due (``scheduled`` False) or scheduled for redelivery, as `redeliveries` shows it."""
+
+    consumer_id: int
+    reason: str
+    requested_at: int
+    due_at: int
+    redelivery_count: int  # the count its next dispatch carries
+    dead_letter: bool
+    scheduled: bool = False  # a client timer that has not fired yet
+    delivered_at: int | None = None  # only on emitted rows: the dispatch that delivered it
+
+
+class ActiveChange(NamedTuple):
+    seq: int
+    event_time: int
+    previous: tuple[int, str] | None
+    new: tuple[int, str] | None
+    effective_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionSettings:
+    """The broker settings the consumer model obeys (Pulsar 4.0 defaults)."""
+
+    batch_index_ack: bool = False
+    max_unacked_messages_per_consumer: int = 50_000
+    failover_delay_ms: int = 1_000
+    failover_consistent_hashing: bool = False
+    partition_index: int = -1
+    topic_name: str = ""
+
+
+@dataclass(slots=True)
+class Changes:
+    """What one batch changed, for the projections (not encoded)."""
+
+    consumers: set[int] = field(default_factory=set)
+    closed: dict[int, Consumer] = field(default_factory=dict)
+    pending: set[tuple[int, Position]] = field(default_factory=set)
+    redeliveries: dict[Position, Redelivery | None] = field(default_factory=dict)
+    active: list[ActiveChange] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.consumers or self.closed or self.pending or self.redeliveries or self.active)
+
+
+class Subscription:
+    """Consumers, pending acks, redelivery tracker and schedule of one subscription."""
+
+    __slots__ = (
+        "active",
+        "changes",
+        "consumers",
+        "holder",
+        "nacks",
+        "next_order",
+        "redeliveries",
+        "switch_until",
+        "tracker",
+    )
+
+    def __init__(self) -> None:
+        self.consumers: dict[int, Consumer] = {}  # connected, in subscription order
+        self.holder: dict[Position, int] = {}  # pending entry -> consumer id
+        self.active: int | None = None
+        self.switch_until = -1  # a Failover switch takes effect at this event time
+        self.tracker: dict[Position, int] = {}  # InMemoryRedeliveryTracker
+        self.redeliveries: dict[Position, Redelivery] = {}  # replay set + scheduled nacks
+        self.nacks: list[tuple[int, int, Position]] = []  # (due_at, consumer id, position)
+        self.next_order = 0
+        self.changes = Changes()
+
+    # ---- queries ------------------------------------------------------------------------
+    def unacked_messages(self) -> int:
+        return sum(c.unacked for c in self.consumers.values())
+
+    def active_name(self) -> str | None:
+        consumer = self.consumers.get(self.active) if self.active is not None else None
+        return consumer.name if consumer else None
+
+    def next_due(self) -> int | None:
+        """The earliest client timer (nack or ack timeout) still to fire, or None."""
+        dues = [d for d, _, _ in self.nacks]
+        for consumer in self.consumers.values():
+            if consumer.ack_timeout_ms > 0:
+                dues.extend(p.ack_timeout_at for p in consumer.pending.values() if p.ack_timeout_at >= 0)
+        return min(dues) if dues else None
+
+    def is_empty(self) -> bool:
+        return not (self.consumers or self.tracker or self.redeliveries or self.nacks)
+
+    # ---- SUBSCRIBE / CLOSE_CONSUMER ---------------------------------------------------------
+    def subscribe(
+        self,
+        cursor: Cursor,
+        consumer: Consumer,
+        sub_type: str,
+        seq: int,
+        settings: SubscriptionSettings,
+    ) -> None:
+        """``PersistentSubscription.addConsumer`` then the dispatcher's ``addConsumer``.
+
+        A different type is refused while consumers of the old type are connected ("Subscription
+        is of different type"); with none connected the dispatcher is replaced by one of the new
+        type. Exclusive admits one consumer (``ConsumerBusyException``).
+        """
+        if consumer.consumer_id in self.consumers:
+            raise ConsumerIdInUse(f"consumer id {consumer.consumer_id} is already connected")
+        if self.consumers and cursor.sub_type != sub_type:
+            raise SubscriptionTypeMismatch(
+                f"subscription is of type {cursor.sub_type}; a {sub_type} consumer cannot join it"
+            )
+        if sub_type == "Exclusive" and self.consumers:
+            raise ExclusiveConsumerBusy("Exclusive consumer is already connected")
+        if not self.consumers and cursor.sub_type != sub_type:
+            cursor.sub_type = sub_type
+            self.active = None
+        consumer.order = self.next_order
+        self.next_order += 1
+        self.consumers[consumer.consumer_id] = consumer
+        self.changes.closed.pop(consumer.consumer_id, None)  # one row per consumer id
+        self.changes.consumers.add(consumer.consumer_id)
+        if sub_type in SINGLE_ACTIVE_MODES:
+            self._pick_active(sub_type, seq, consumer.subscribed_at, settings)
+
+    def close(
+        self, cursor: Cursor, consumer_id: int, seq: int, now: int, settings: SubscriptionSettings
+    ) -> None:
+        """``removeConsumer``: Failover re-picks; Shared hands the consumer's entries back."""
+        consumer = self.consumers.pop(consumer_id, None)
+        if consumer is None:
+            raise ConsumerNotConnected(f"consumer {consumer_id} was not connected")
+        consumer.closed_at = now
+        self.changes.closed[consumer_id] = consumer
+        self.changes.consumers.discard(consumer_id)
+        # its client's nack tracker closes with it (NegativeAcksTracker.close)
+        self._drop_nacks_of(consumer_id)
+        if cursor.sub_type in SHARED_MODES:
+            for pos in list(consumer.pending):
+                self._remove_pending(consumer, pos, 0)
+                # PersistentDispatcherMultipleConsumers.removeConsumer: to the replay set, no
+                # redelivery-count bump (addMessageToReplay without the tracker)
+                if self.consumers and pos > cursor.mark_delete:
+                    self._set_redelivery(
+                        pos,
+                        Redelivery(
+                            consumer_id,
+                            CONSUMER_CLOSED,
+                            now,
+                            now,
+                            self.tracker.get(pos, 0),
+                            False,
+                        ),
+                    )
+            consumer.unacked = 0
+            if not self.consumers:
+                # the last consumer left: replay set and redelivery tracker are cleared
+                for pos in list(self.redeliveries):
+                    self._set_redelivery(pos, None)
+                self.tracker.clear()
+                self.nacks.clear()
+        elif cursor.sub_type in SINGLE_ACTIVE_MODES:
+            self._pick_active(cursor.sub_type, seq, now, settings)
+
+    def _pick_active(self, sub_type: str, seq: int, now: int, settings: SubscriptionSettings) -> None:
+        """``pickAndScheduleActiveConsumer`` (spec 5.1); the switch delay as a timestamp (5.2)."""
+        from engine.failover import select_active
+
+        members = list(self.consumers.values())
+        index = select_active(
+            [(c.priority, c.name) for c in members],
+            settings.partition_index,
+            settings.topic_name,
+            settings.failover_consistent_hashing,
+        )
+        new = members[index].consumer_id if index is not None else None
+        if new == self.active:
+            return
+        previous = self.consumers.get(self.active) if self.active is not None else None
+        if previous is None and self.active is not None:
+            previous = self.changes.closed.get(self.active)
+        if sub_type == "Failover" and settings.failover_delay_ms > 0 and new is not None:
+            if self.switch_until <= now:  # a switch already pending keeps its original timer
+                self.switch_until = now + settings.failover_delay_ms
+            effective_at = self.switch_until
+        else:
+            effective_at = now
+        self.active = new
+        self.changes.active.append(
+            ActiveChange(
+                seq,
+                now,
+                (previous.consumer_id, previous.name) if previous else None,
+                (new, members[index].name) if index is not None and new is not None else None,
+                effective_at,
+            )
+        )
+        for consumer in members:
+            self.changes.consumers.add(consumer.consumer_id)
+
+    # ---- DISPATCH ---------------------------------------------------------------------------
+    def dispatch(
+        self,
+        cursor: Cursor,
+        consumer_id: int,
+        pos: Position,
+        batch_size: int,
+        sticky_key_hash: int,
+        now: int,
+        settings: SubscriptionSettings,
+    ) -> None:
+        """``Consumer.sendMessages``: the pending ack and the unacked count (Shared/Key_Shared)."""
+        consumer = self._consumer(consumer_id, "DISPATCH")
+        replayed = self.redeliveries.get(pos)
+        if replayed is not None and not replayed.scheduled:
+            replayed.delivered_at = now
+            self.changes.redeliveries[pos] = replayed
+            del self.redeliveries[pos]
+        if cursor.sub_type not in SHARED_MODES:
+            return
+        owner_id = self.holder.get(pos)
+        if owner_id is not None and owner_id != consumer_id:
+            # the broker sent it elsewhere: it is no longer pending for its former holder
+            owner = self.consumers[owner_id]
+            owner.unacked -= self._remaining(cursor, pos, owner.pending[pos].batch_size, settings)
+            self._remove_pending(owner, pos, settings.max_unacked_messages_per_consumer)
+        already = consumer.pending.get(pos)
+        if already is None:
+            consumer.unacked += self._remaining(cursor, pos, batch_size, settings)
+        timeout_at = now + consumer.ack_timeout_ms if consumer.ack_timeout_ms > 0 else -1
+        consumer.pending[pos] = PendingAck(
+            batch_size, sticky_key_hash, now, self.tracker.get(pos, 0), timeout_at
+        )
+        self.holder[pos] = consumer_id
+        self.changes.pending.add((consumer_id, pos))
+        limit = settings.max_unacked_messages_per_consumer
+        if limit > 0 and consumer.unacked >= limit:
+            consumer.blocked = True
+        self.changes.consumers.add(consumer_id)
+
+    # ---- ACK (the consumer side of it; the cursor applies the positions) ---------------------
+    def check_consumer(self, consumer_id: int, what: str) -> None:
+        self._consumer(consumer_id, what)
+
+    def ack(
+        self,
+        cursor: Cursor,
+        consumer_id: int,
+        pos: Position,
+        ack_set: int | None,
+        batch_size: int,
+        shadow: dict[Position, int],
+        settings: SubscriptionSettings,
+    ) -> None:
+        """``Consumer.messageAcked`` for one individual id, before the cursor applies it.
+
+        ``shadow`` holds the unacked-index masks as the earlier acks of the same run left them
+        (the cursor applies the whole run at once afterwards).
+        """
+        if cursor.sub_type not in SHARED_MODES:
+            return
+        consumer = self.consumers[consumer_id]
+        owner_id = consumer_id if pos in consumer.pending else self.holder.get(pos)
+        owner = self.consumers.get(owner_id) if owner_id is not None else None
+        held = owner is not None and pos in owner.pending
+        mask = shadow.get(pos)
+        if mask is None:
+            partial = cursor.batch_acks.get(pos)
+            mask = partial.unacked if partial is not None else None
+        if ack_set is None:
+            if held:
+                acked = owner.pending[pos].batch_size
+                if settings.batch_index_ack and mask is not None:
+                    acked = unacked_count(mask)
+                self._remove_pending(owner, pos, settings.max_unacked_messages_per_consumer)
+                owner.unacked -= acked
+                self.changes.consumers.add(owner.consumer_id)
+            shadow[pos] = 0
+            if pos in self.redeliveries:
+                self._set_redelivery(pos, None)
+            self._drop_nacks_at(pos)
+        elif settings.batch_index_ack:
+            if held:
+                if mask is not None:
+                    acked = unacked_count(mask) - unacked_count(mask & ack_set)
+                else:
+                    acked = batch_size - unacked_count(ack_set)
+                owner.unacked -= acked
+                self.changes.consumers.add(owner.consumer_id)
+                self.changes.pending.add((owner.consumer_id, pos))
+            shadow[pos] = (mask if mask is not None else (1 << batch_size) - 1) & ack_set
+        # PersistentSubscription.acknowledgeMessage: redeliveryTracker.removeBatch(positions)
+        self.tracker.pop(pos, None)
+
+    # ---- NACK / REDELIVER ----------------------------------------------------------------
+    def nack(self, cursor: Cursor, consumer_id: int, positions: list[Position], now: int) -> None:
+        """The client's ``NegativeAcksTracker.add``: a redeliver-with-ids after the nack delay.
+
+        Exclusive/Failover clients redeliver everything instead (a rewind, no state to keep).
+        """
+        consumer = self._consumer(consumer_id, "NACK")
+        if cursor.sub_type not in SHARED_MODES:
+            return
+        due = now + max(consumer.nack_delay_ms, MIN_NACK_DELAY_MS)
+        for pos in dict.fromkeys(positions):
+            self.nacks.append((due, consumer_id, pos))
+            pending = consumer.pending.get(pos)
+            if pending is not None:
+                pending.ack_timeout_at = -1  # a nack removes it from the ack-timeout tracker
+                self.changes.pending.add((consumer_id, pos))
+                self._set_redelivery(
+                    pos,
+                    Redelivery(
+                        consumer_id,
+                        NACK,
+                        now,
+                        due,
+                        self.tracker.get(pos, 0) + 1,
+                        _dead_letter(consumer, pending),
+                        scheduled=True,
+                    ),
+                )
+
+    def redeliver(
+        self,
+        cursor: Cursor,
+        consumer_id: int,
+        positions: list[Position] | None,
+        now: int,
+        reason: str,
+        settings: SubscriptionSettings,
+    ) -> None:
+        """``ServerCnx.handleRedeliverUnacknowledged`` (spec 4.1-4.4); ``None`` = redeliver all."""
+        consumer = self._consumer(consumer_id, "REDELIVER")
+        if cursor.sub_type in SINGLE_ACTIVE_MODES:
+            # ids on Exclusive/Failover mean "redeliver all": a rewind to mark-delete, which
+            # only the active consumer may ask for, and not while a failover switch is pending
+            if consumer_id != self.active:
+                raise RedeliverNotActiveConsumer("Only the active consumer can call resend")
+            if now < self.switch_until:
+                raise RedeliverDuringFailoverSwitch("a failover switch is pending; redeliver ignored")
+            return
+        if positions is None:
+            taken = list(consumer.pending)
+            for pos in taken:
+                self._remove_pending(consumer, pos, settings.max_unacked_messages_per_consumer)
+            consumer.unacked = 0
+        else:
+            # only ids in this consumer's own pending acks (no owner search, unlike acks)
+            taken = [p for p in dict.fromkeys(positions) if p in consumer.pending]
+            for pos in taken:
+                consumer.unacked -= self._remaining(cursor, pos, consumer.pending[pos].batch_size, settings)
+                self._remove_pending(consumer, pos, settings.max_unacked_messages_per_consumer)
+        consumer.blocked = False
+        self.changes.consumers.add(consumer_id)
+        for pos in sorted(taken):
+            self._replay(cursor, consumer, pos, now, reason)
+
+    def _replay(self, cursor: Cursor, consumer: Consumer, pos: Position, due: int, reason: str) -> None:
+        """``redeliverUnacknowledgedMessages(consumer, positions)``: replay set + tracker +1.
+
+        ``addMessageToReplay`` takes only positions after mark-delete (``checkIfMessageIsUnacked``)
+        and, in 4.0, reports success even for a position already queued, so the count grows again.
+        """
+        if not pos > cursor.mark_delete:
+            return
+        count = self.tracker.get(pos, 0) + 1
+        self.tracker[pos] = count
+        previous = self.redeliveries.get(pos)
+        requested = previous.requested_at if previous is not None and previous.reason == reason else due
+        dead = previous.dead_letter if previous is not None and previous.reason == reason else False
+        self._set_redelivery(pos, Redelivery(consumer.consumer_id, reason, requested, due, count, dead))
+
+    # ---- client timers -----------------------------------------------------------------
+    def fire_timers(self, cursor: Cursor, clock: int, settings: SubscriptionSettings) -> None:
+        """Run every nack and ack-timeout redelivery due at or before ``clock``, oldest first."""
+        if cursor.sub_type not in SHARED_MODES:
+            self.nacks.clear()
+            return
+        due = [(when, 0, cid, pos) for when, cid, pos in self.nacks if when <= clock]
+        self.nacks = [nack for nack in self.nacks if nack[0] > clock]
+        for consumer in self.consumers.values():
+            if consumer.ack_timeout_ms <= 0:
+                continue
+            for pos, pending in consumer.pending.items():
+                if 0 <= pending.ack_timeout_at <= clock:
+                    due.append((pending.ack_timeout_at, 1, consumer.consumer_id, pos))
+        for when, kind, cid, pos in sorted(due):
+            consumer = self.consumers.get(cid)
+            scheduled = self.redeliveries.get(pos)
+            if consumer is None or pos not in consumer.pending:
+                # the redeliver-with-ids names an entry the consumer no longer holds: ignored
+                if scheduled is not None and scheduled.scheduled and scheduled.consumer_id == cid:
+                    self._set_redelivery(pos, None)
+                continue
+            pending = consumer.pending[pos]
+            dead = _dead_letter(consumer, pending)
+            consumer.unacked -= self._remaining(cursor, pos, pending.batch_size, settings)
+            self._remove_pending(consumer, pos, settings.max_unacked_messages_per_consumer)
+            consumer.blocked = False
+            self.changes.consumers.add(cid)
+            reason = NACK if kind == 0 else ACK_TIMEOUT
+            requested = (
+                scheduled.requested_at if scheduled is not None and scheduled.reason == reason else when
+            )
+            if not pos > cursor.mark_delete:
+                self._set_redelivery(pos, None)
+                continue
+            count = self.tracker.get(pos, 0) + 1
+            self.tracker[pos] = count
+            self._set_redelivery(pos, Redelivery(cid, reason, requested, when, count, dead))
+
+    # ---- helpers -----------------------------------------------------------------------
+    def _consumer(self, consumer_id: int, what: str) -> Consumer:
+        consumer = self.consumers.get(consumer_id)
+        if consumer is None:
+            # ServerCnx: commands for a consumer id unknown on the connection are dropped
+            raise UnknownConsumer(f"{what} from consumer {consumer_id}, which is not connected")
+        return consumer
+
+    def _remaining(
+        self, cursor: Cursor, pos: Position, batch_size: int, settings: SubscriptionSettings
+    ) -> int:
+        """Messages of an entry not yet acked: batch size minus acked indexes (spec 3.2)."""
+        if settings.batch_index_ack:
+            partial = cursor.batch_acks.get(pos)
+            if partial is not None:
+                return unacked_count(partial.unacked)
+        return batch_size
+
+    def _remove_pending(self, consumer: Consumer, pos: Position, limit: int) -> None:
+        """``Consumer.removePendingAcks`` with its unblock check, which runs before the caller
+        subtracts the ack's count: unblocked at ``unacked <= max / 2`` or with limits off."""
+        del consumer.pending[pos]
+        if self.holder.get(pos) == consumer.consumer_id:
+            del self.holder[pos]
+        if (consumer.blocked and consumer.unacked <= limit // 2) or limit <= 0:
+            consumer.blocked = False
+        self.changes.pending.add((consumer.consumer_id, pos))
+        self.changes.consumers.add(consumer.consumer_id)
+
+    def _set_redelivery(self, pos: Position, row: Redelivery | None) -> None:
+        if row is None:
+            self.redeliveries.pop(pos, None)
+        else:
+            self.redeliveries[pos] = row
+        self.changes.redeliveries[pos] = row
+
+    def _drop_nacks_of(self, consumer_id: int) -> None:
+        for _, cid, pos in self.nacks:
+            row = self.redeliveries.get(pos)
+            if cid == consumer_id and row is not None and row.scheduled and row.consumer_id == cid:
+                self._set_redelivery(pos, None)
+        self.nacks = [n for n in self.nacks if n[1] != consumer_id]
+
+    def _drop_nacks_at(self, pos: Position) -> None:
+        if self.nacks:
+            self.nacks = [n for n in self.nacks if n[2] != pos]
+
+    # ---- encoding ----------------------------------------------------------------------
+    def encode(self) -> bytes:
+        """Exact, versioned: a JSON head (names, settings) and int64 columns for the bulk."""
+        consumers = list(self.consumers.values())
+        head = {
+            "active": self.active,
+            "switch_until": self.switch_until,
+            "next_order": self.next_order,
+            "consumers": [
+                [
+                    c.consumer_id,
+                    c.name,
+                    c.priority,
+                    c.order,
+                    c.subscribed_at,
+                    c.ack_timeout_ms,
+                    c.nack_delay_ms,
+                    c.max_redeliver_count,
+                    c.unacked,
+                    c.blocked,
+                ]
+                for c in consumers
+            ],
+            "reasons": [r.reason for r in self.redeliveries.values()],
+        }
+        pending = [
+            (
+                c.consumer_id,
+                p.ledger_id,
+                p.entry_id,
+                a.batch_size,
+                a.sticky_key_hash,
+                a.dispatched_at,
+                a.redelivery_count,
+                a.ack_timeout_at,
+            )
+            for c in consumers
+            for p, a in c.pending.items()
+        ]
+        tracker = [(p.ledger_id, p.entry_id, n) for p, n in self.tracker.items()]
+        redeliveries = [
+            (
+                p.ledger_id,
+                p.entry_id,
+                r.consumer_id,
+                r.requested_at,
+                r.due_at,
+                r.redelivery_count,
+                int(r.dead_letter),
+                int(r.scheduled),
+            )
+            for p, r in self.redeliveries.items()
+        ]
+        nacks = [(d, c, p.ledger_id, p.entry_id) for d, c, p in self.nacks]
+        blob = json.dumps(head, separators=(",", ":")).encode()
+        parts = [_MAGIC, struct.pack("<BI", _VERSION, len(blob)), blob]
+        for rows, width in ((pending, 8), (tracker, 3), (redeliveries, 8), (nacks, 4)):
+            array = np.asarray(rows, dtype=np.int64).reshape(len(rows), width)
+            parts.append(struct.pack("<I", len(rows)))
+            parts.append(array.astype("<i8").tobytes())
+        return b"".join(parts)
+
+    @classmethod
+    def decode(cls, data: bytes | None) -> Subscription:
+        sub = cls()
+        if not data:
+            return sub
+        if data[:3] != _MAGIC:
+            raise CorruptState("not an ackstate subscription state")
+        version, size = struct.unpack_from("<BI", data, 3)
+        if version != _VERSION:
+            raise CorruptState(f"subscription state version {version} is not supported")
+        offset = 8
+        head = json.loads(data[offset : offset + size])
+        offset += size
+        tables = []
+        for width in (8, 3, 8, 4):
+            (n,) = struct.unpack_from("<I", data, offset)
+            offset += 4
+            array = np.frombuffer(data, dtype="<i8", count=n * width, offset=offset).reshape(n, width)
+            offset += n * width * 8
+            tables.append(array.tolist())
+        pending, tracker, redeliveries, nacks = tables
+        sub.active = head["active"]
+        sub.switch_until = head["switch_until"]
+        sub.next_order = head["next_order"]
+        for cid, name, priority, order, at, timeout, delay, max_r, unacked, blocked in head["consumers"]:
+            sub.consumers[cid] = Consumer(
+                cid, name, priority, order, at, timeout, delay, max_r, unacked, blocked
+            )
+        for cid, ledger, entry, size_, sticky, at, count, timeout_at in pending:
+            pos = Position(ledger, entry)
+            sub.consumers[cid].pending[pos] = PendingAck(size_, sticky, at, count, timeout_at)
+            sub.holder[pos] = cid
+        sub.tracker = {Position(ledger, entry): n for ledger, entry, n in tracker}
+        for reason, (ledger, entry, cid, requested, due, count, dead, scheduled) in zip(
+            head["reasons"], redeliveries, strict=True
+        ):
+            sub.redeliveries[Position(ledger, entry)] = Redelivery(
+                cid, reason, requested, due, count, bool(dead), bool(scheduled)
+            )
+        sub.nacks = [(d, c, Position(ledger, entry)) for d, c, ledger, entry in nacks]
+        return sub
+
+
+def _dead_letter(consumer: Consumer, pending: PendingAck) -> bool:
+    """Client spec 9.2: a message delivered with ``redelivery_count >= maxRedeliverCount`` goes
+    to the dead-letter topic on its next redelivery request instead of coming back."""
+    limit = consumer.max_redeliver_count
+    return limit > 0 and pending.redelivery_count >= limit

@@ -1,0 +1,357 @@
+"""Consumers, pending acks and redelivery: the edge cases of pulsar-broker.md sections 3-5.
+
+Each test feeds contract-shaped events to ``PartitionState.apply`` (the path ingest uses) and
+reads the engine's state; the rule each one pins is named in its docstring.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from engine import EngineSettings, EventBatch, PartitionState, Position
+from engine.subscription import ACK_TIMEOUT, CONSUMER_CLOSED, NACK, REDELIVER
+
+TOPIC = "persistent://t/ns/subs"
+
+
+class Stream:
+    """Builds events with increasing seq and event time (1 s apart unless told)."""
+
+    def __init__(self, settings: EngineSettings | None = None, partition: int = -1) -> None:
+        self.state = PartitionState(TOPIC, partition)
+        self.settings = settings or EngineSettings()
+        self.seq = 0
+        self.time = 1_000_000
+        self.rejects: list[str] = []
+
+    def apply(self, *events: dict[str, Any]) -> PartitionState:
+        records = []
+        for event in events:
+            self.seq += 1
+            self.time = event.pop("at", self.time + 1000)
+            records.append({"seq": self.seq, "event_time": self.time, **event})
+        result = self.state.apply(EventBatch.from_records(records), self.settings)
+        self.rejects.extend(r.reason for r in result.rejects)
+        return self.state
+
+    # event builders
+    def publish(self, ledger: int, *entries: int, batch_size: int = 1) -> PartitionState:
+        return self.apply(
+            *(
+                {"type": "PUBLISH", "ledger_id": ledger, "entry_id": e, "batch_size": batch_size}
+                for e in entries
+            )
+        )
+
+    @staticmethod
+    def subscribe(cid: int, sub_type: str = "Shared", sub: str = "s", **extra: Any) -> dict[str, Any]:
+        return {
+            "type": "SUBSCRIBE",
+            "subscription": sub,
+            "consumer_id": cid,
+            "consumer_name": extra.pop("name", f"c{cid}"),
+            "sub_type": sub_type,
+            "initial_position": "Earliest",
+            **extra,
+        }
+
+    @staticmethod
+    def dispatch(cid: int, ledger: int, entry: int, batch_size: int = 1, sub: str = "s") -> dict[str, Any]:
+        return {
+            "type": "DISPATCH",
+            "subscription": sub,
+            "consumer_id": cid,
+            "ledger_id": ledger,
+            "entry_id": entry,
+            "batch_size": batch_size,
+        }
+
+    @staticmethod
+    def ack(cid: int, *ids: Any, cumulative: bool = False, sub: str = "s") -> dict[str, Any]:
+        return {
+            "type": "ACK",
+            "subscription": sub,
+            "consumer_id": cid,
+            "ack_type": "Cumulative" if cumulative else "Individual",
+            "message_ids": [i if isinstance(i, dict) else {"ledger_id": i[0], "entry_id": i[1]} for i in ids],
+        }
+
+    @staticmethod
+    def ids(kind: str, cid: int, *positions: tuple[int, int], sub: str = "s", **extra: Any) -> dict[str, Any]:
+        return {
+            "type": kind,
+            "subscription": sub,
+            "consumer_id": cid,
+            "message_ids": [{"ledger_id": lid, "entry_id": eid} for lid, eid in positions],
+            **extra,
+        }
+
+    @staticmethod
+    def close(cid: int, sub: str = "s") -> dict[str, Any]:
+        return {"type": "CLOSE_CONSUMER", "subscription": sub, "consumer_id": cid}
+
+    # views
+    def sub(self, name: str = "s"):
+        return self.state.subscriptions[name]
+
+    def unacked(self, cid: int, name: str = "s") -> int:
+        return self.sub(name).consumers[cid].unacked
+
+    def pending(self, cid: int, name: str = "s") -> dict[Position, int]:
+        return {p: a.redelivery_count for p, a in self.sub(name).consumers[cid].pending.items()}
+
+
+P = Position
+
+
+def shared_with_two(entries: int = 4, **settings: Any) -> Stream:
+    s = Stream(EngineSettings(**settings))
+    s.publish(10, *range(entries))
+    s.apply(s.subscribe(1), s.subscribe(2))
+    return s
+
+
+# ---- section 3: acks and pending acks -----------------------------------------------------
+def test_ack_from_another_consumer_removes_the_owners_pending_ack():
+    """3 edge 1: owner lookup across consumers; the owner's unacked count drops."""
+    s = shared_with_two()
+    s.apply(s.dispatch(1, 10, 0), s.dispatch(1, 10, 1))
+    s.apply(s.ack(2, (10, 0)))
+    assert s.pending(1) == {P(10, 1): 0}
+    assert (s.unacked(1), s.unacked(2)) == (1, 0)
+    assert s.state.cursors["s"].mark_delete == P(10, 0)
+
+
+def test_ack_of_an_entry_nobody_holds_moves_the_cursor_only():
+    """3 edge 2: no pending ack anywhere: cursor updated, no unacked counter changes."""
+    s = shared_with_two()
+    s.apply(s.dispatch(1, 10, 1))
+    s.apply(s.ack(2, (10, 0)))
+    assert s.state.cursors["s"].mark_delete == P(10, 0)
+    assert (s.unacked(1), s.unacked(2)) == (1, 0)
+
+
+def test_cumulative_ack_on_shared_is_ignored_and_recorded():
+    """3 edge 3: "Received cumulative ack on shared subscription, ignoring"."""
+    s = shared_with_two()
+    s.apply(s.dispatch(1, 10, 0), s.ack(1, (10, 0), cumulative=True))
+    assert s.rejects == ["cumulative_ack_not_allowed"]
+    assert s.state.cursors["s"].mark_delete == P(10, -1)
+    assert s.unacked(1) == 1
+
+
+def test_batch_index_ack_lowers_unacked_but_keeps_the_pending_ack():
+    """3 edge 4 and 5: an ack_set ack never removes the pending ack; counts are in messages."""
+    s = shared_with_two(acknowledgment_at_batch_index_level_enabled=True)
+    s.apply(s.dispatch(1, 10, 0, batch_size=5))
+    assert s.unacked(1) == 5
+    # indexes 0 and 1 acked: bits set = still unacked -> 0b11100
+    s.apply(s.ack(1, {"ledger_id": 10, "entry_id": 0, "batch_size": 5, "ack_set": [0b11100]}))
+    assert s.unacked(1) == 3
+    assert P(10, 0) in s.sub().consumers[1].pending
+    s.apply(s.ack(1, (10, 0)))  # the client's final plain ack: the 3 remaining messages
+    assert s.unacked(1) == 0
+    assert s.sub().consumers[1].pending == {}
+
+
+def test_batch_index_ack_with_the_feature_off_changes_no_count():
+    """Spec 8: batch-index ack with the feature disabled is a no-op for Shared."""
+    s = shared_with_two()
+    s.apply(s.dispatch(1, 10, 0, batch_size=5))
+    s.apply(s.ack(1, {"ledger_id": 10, "entry_id": 0, "batch_size": 5, "ack_set": [0b11100]}))
+    assert s.unacked(1) == 5
+
+
+def test_blocked_at_the_limit_and_unblocked_at_half_before_the_subtraction():
+    """3.4 and edge 6: block at unacked >= max; unblock when unacked <= max/2 *before* the ack."""
+    s = shared_with_two(entries=8, max_unacked_messages_per_consumer=4)
+    s.apply(*(s.dispatch(1, 10, e) for e in range(4)))
+    assert s.sub().consumers[1].blocked
+    s.apply(s.ack(1, (10, 0)))  # 4 > 2 before subtracting: still blocked
+    s.apply(s.ack(1, (10, 1)))  # 3 > 2
+    assert s.sub().consumers[1].blocked and s.unacked(1) == 2
+    s.apply(s.ack(1, (10, 2)))  # 2 <= 2 before subtracting: unblocked
+    assert not s.sub().consumers[1].blocked
+
+
+def test_acks_of_an_unknown_consumer_are_dropped():
+    """ServerCnx drops commands of a consumer id it does not know: no cursor change."""
+    s = shared_with_two()
+    s.apply(s.ack(9, (10, 0)))
+    assert s.rejects == ["unknown_consumer"]
+    assert s.state.cursors["s"].mark_delete == P(10, -1)
+
+
+# ---- section 4: redelivery ------------------------------------------------------------------
+def test_redeliver_with_ids_takes_only_the_callers_pending_acks():
+    """4 edge 2: ids held by another consumer are ignored; tracker +1 for the taken ones."""
+    s = shared_with_two()
+    s.apply(s.dispatch(1, 10, 0), s.dispatch(2, 10, 1))
+    s.apply(s.ids("REDELIVER", 1, (10, 0), (10, 1)))
+    assert s.pending(1) == {}
+    assert s.pending(2) == {P(10, 1): 0}
+    row = s.sub().redeliveries[P(10, 0)]
+    assert (row.reason, row.redelivery_count) == (REDELIVER, 1)
+    assert P(10, 1) not in s.sub().redeliveries
+    s.apply(s.dispatch(2, 10, 0))
+    assert s.pending(2) == {P(10, 1): 0, P(10, 0): 1}
+    assert P(10, 0) not in s.sub().redeliveries  # delivered again
+
+
+def test_redeliver_all_resets_unacked_and_counts_grow():
+    s = shared_with_two()
+    s.apply(s.dispatch(1, 10, 0), s.dispatch(1, 10, 1))
+    s.apply(s.ids("REDELIVER", 1))
+    assert s.unacked(1) == 0
+    s.apply(s.dispatch(2, 10, 0), s.ids("REDELIVER", 2), s.dispatch(1, 10, 0))
+    assert s.pending(1) == {P(10, 0): 2}
+
+
+def test_redelivery_count_grows_even_when_already_queued():
+    """4.3 (4.0's addMessageToReplay returns true for any position after mark-delete)."""
+    s = shared_with_two()
+    s.apply(s.dispatch(1, 10, 0), s.ids("REDELIVER", 1))
+    s.apply(s.dispatch(1, 10, 0), s.ids("REDELIVER", 1))
+    assert s.sub().redeliveries[P(10, 0)].redelivery_count == 2
+
+
+def test_consumer_close_replays_without_a_bump_and_the_last_one_clears_counts():
+    """4 edge 3: disconnect does not bump counts; the last consumer leaving wipes them."""
+    s = shared_with_two()
+    s.apply(s.dispatch(1, 10, 0), s.ids("REDELIVER", 1), s.dispatch(1, 10, 0), s.dispatch(1, 10, 1))
+    s.apply(s.close(1))
+    assert s.sub().redeliveries[P(10, 0)].reason == CONSUMER_CLOSED
+    assert s.sub().redeliveries[P(10, 0)].redelivery_count == 1
+    assert s.sub().redeliveries[P(10, 1)].redelivery_count == 0
+    assert s.sub().unacked_messages() == 0
+    s.apply(s.close(2))
+    assert s.sub().redeliveries == {} and s.sub().tracker == {}
+    s.apply(s.subscribe(3), s.dispatch(3, 10, 0))
+    assert s.pending(3) == {P(10, 0): 0}
+
+
+def test_replay_only_after_mark_delete():
+    """4 edge 4: positions at or before mark-delete never enter the replay set."""
+    s = shared_with_two()
+    s.apply(s.dispatch(1, 10, 0), s.dispatch(2, 10, 0))  # sent elsewhere: moves to c2
+    assert s.pending(1) == {} and s.pending(2) == {P(10, 0): 0}
+
+
+def test_exclusive_admits_one_consumer():
+    s = Stream()
+    s.publish(10, 0)
+    s.apply(s.subscribe(1, "Exclusive"), s.subscribe(2, "Exclusive"))
+    assert s.rejects == ["exclusive_consumer_busy"]
+    assert s.sub().active_name() == "c1"
+
+
+def test_redeliver_on_failover_only_from_the_active_consumer_and_not_during_a_switch():
+    """4 edge 1 and 5, 5 edge 5-6: ids mean all; inactive and mid-switch requests are ignored."""
+    s = Stream(partition=0)
+    s.publish(10, 0, 1)
+    s.apply(s.subscribe(1, "Failover", name="a"), s.subscribe(2, "Failover", name="b"))
+    # partition 0 % 2 -> "a"; the switch to the first active consumer is 1 s out
+    assert s.sub().active_name() == "a"
+    s.apply(s.ids("REDELIVER", 1, (10, 0)))  # 1 s after the subscribe: the switch has happened
+    s.apply(s.ids("REDELIVER", 2, (10, 0)))
+    assert s.rejects == ["redeliver_not_active_consumer"]
+    s.apply(s.close(1))
+    s.apply({**s.ids("REDELIVER", 2), "at": s.time + 10})
+    assert s.rejects[-1] == "redeliver_during_failover_switch"
+    s.apply(s.ack(1 + 1, (10, 0)))  # acks from any consumer count
+    assert s.state.cursors["s"].mark_delete == P(10, 0)
+
+
+def test_failover_changes_record_the_delay_as_effective_at():
+    s = Stream(partition=1)
+    s.publish(10, 0)
+    s.apply(s.subscribe(1, "Failover", name="a"))
+    s.apply({**s.subscribe(2, "Failover", name="b"), "at": s.time + 500})  # 1 % 2 -> "b"
+    changes = s.sub().changes.active
+    assert [(c.previous, c.new) for c in changes] == [(None, (1, "a")), ((1, "a"), (2, "b"))]
+    assert changes[0].effective_at == changes[0].event_time + 1000
+    # a switch already pending keeps its original timer
+    assert changes[1].effective_at == changes[0].effective_at
+
+
+def test_subscription_type_cannot_change_while_consumers_are_connected():
+    s = shared_with_two()
+    s.apply(s.subscribe(3, "Failover"))
+    assert s.rejects == ["subscription_type_mismatch"]
+    s.apply(s.close(1), s.close(2), s.subscribe(3, "Failover"))
+    assert s.state.cursors["s"].sub_type == "Failover"
+
+
+def test_closing_an_unknown_consumer_is_refused():
+    s = shared_with_two()
+    s.apply(s.close(7))
+    assert s.rejects == ["consumer_not_connected"]
+
+
+# ---- client timers: nack delay, ack timeout, dead letter -------------------------------------
+def test_nack_redelivers_after_the_delay_on_the_partition_clock():
+    s = shared_with_two()
+    s.apply(s.subscribe(3, negative_ack_delay_ms=3000))
+    s.apply(s.dispatch(3, 10, 0), s.ids("NACK", 3, (10, 0)))
+    nacked_at = s.time
+    assert s.sub().redeliveries[P(10, 0)].scheduled
+    s.publish(10, 5)  # 1 s later: not due
+    assert s.pending(3) == {P(10, 0): 0}
+    s.apply({"type": "PUBLISH", "ledger_id": 10, "entry_id": 6, "at": nacked_at + 3000})
+    assert s.pending(3) == {}
+    row = s.sub().redeliveries[P(10, 0)]
+    assert (row.reason, row.due_at, row.redelivery_count, row.scheduled) == (NACK, nacked_at + 3000, 1, False)
+
+
+def test_nack_delay_has_a_100_ms_floor():
+    s = shared_with_two()
+    s.apply(s.subscribe(3, negative_ack_delay_ms=0), s.dispatch(3, 10, 0), s.ids("NACK", 3, (10, 0)))
+    assert s.sub().redeliveries[P(10, 0)].due_at == s.time + 100
+
+
+def test_ack_timeout_redelivers_unacked_entries():
+    s = shared_with_two()
+    s.apply(s.subscribe(3, ack_timeout_ms=5000), s.dispatch(3, 10, 0), s.dispatch(3, 10, 1))
+    dispatched = s.time
+    s.apply(s.ack(3, (10, 1)))
+    s.apply({"type": "PUBLISH", "ledger_id": 10, "entry_id": 9, "at": dispatched + 5000})
+    assert s.pending(3) == {}
+    row = s.sub().redeliveries[P(10, 0)]
+    assert (row.reason, row.redelivery_count) == (ACK_TIMEOUT, 1)
+
+
+def test_dead_letter_once_delivered_with_the_max_count():
+    """Client 9.2: delivered with r >= maxRedeliverCount -> the next redelivery goes to the DLQ."""
+    s = shared_with_two()
+    s.apply(s.subscribe(3, max_redeliver_count=2))
+    for _ in range(2):
+        s.apply(s.dispatch(3, 10, 0), s.ids("REDELIVER", 3, (10, 0)))
+    s.apply(s.dispatch(3, 10, 0))
+    assert s.pending(3) == {P(10, 0): 2}
+    s.apply({**s.ids("NACK", 3, (10, 0)), "negative_ack_delay_ms": 100})
+    assert s.sub().redeliveries[P(10, 0)].dead_letter
+
+
+def test_subscription_state_round_trips_exactly():
+    s = shared_with_two()
+    s.apply(s.subscribe(3, ack_timeout_ms=5000, max_redeliver_count=3), s.dispatch(3, 10, 0))
+    s.apply(s.dispatch(1, 10, 1), s.ids("NACK", 1, (10, 1)), s.dispatch(2, 10, 2), s.ids("REDELIVER", 2))
+    from engine.subscription import Subscription
+
+    sub = s.sub()
+    again = Subscription.decode(sub.encode())
+    assert again.encode() == sub.encode()
+    assert again.consumers == sub.consumers
+    assert again.redeliveries == sub.redeliveries
+    assert again.nacks == sub.nacks and again.tracker == sub.tracker
+
+
+@pytest.mark.parametrize("sub_type", ["Exclusive", "Failover"])
+def test_single_active_types_keep_no_pending_acks(sub_type):
+    s = Stream()
+    s.publish(10, 0, 1)
+    s.apply(s.subscribe(1, sub_type), s.dispatch(1, 10, 0), s.ids("NACK", 1, (10, 0)))
+    assert s.sub().consumers[1].pending == {} and s.unacked(1) == 0
+    assert s.sub().redeliveries == {}
