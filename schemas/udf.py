@@ -124,3 +124,30 @@ APPLY_OUTPUT: Final = T.StructType(
         T.StructField("effective_at", T.LongType()),
     ]
 )
+
+# ---- Failover active consumer (udfs.failover) -----------------------------------------------
+# The columns of the `consumers` table the active-consumer UDF reads, grouped by (topic, partition).
+FAILOVER_INPUT_COLUMNS: Final = (
+    "topic",
+    "partition",
+    "subscription",
+    "consumer_id",
+    "consumer_name",
+    "sub_type",
+    "priority_level",
+    "connected",
+    "subscribed_at",
+)
+
+# One row per input consumer row: ``is_active`` true for the active consumer of an Exclusive or
+# Failover subscription, false for its other consumers (connected or not), null for the
+# consumers of Shared and Key_Shared subscriptions, which have no active consumer.
+FAILOVER_OUTPUT: Final = T.StructType(
+    [
+        T.StructField("topic", T.StringType(), False),
+        T.StructField("partition", T.IntegerType(), False),
+        T.StructField("subscription", T.StringType(), False),
+        T.StructField("consumer_id", T.LongType(), False),
+        T.StructField("is_active", T.BooleanType()),
+    ]
+)
