@@ -414,6 +414,11 @@ class PartitionState:
         result: ApplyResult,
     ) -> None:
         """A run of individual acks of one subscription as one bitmap operation."""
+        if seg.size <= _SMALL_RUN and name in self.cursors:
+            # between dispatches runs are short: plain calls beat the vectorised set-up
+            for i in seg.tolist():
+                self._one_individual_ack(name, i, batch, settings, lac_at.at(i), result)
+            return
         enabled = settings.batch_index_ack
         cursor = self.cursors.get(name)
         if cursor is None:
@@ -500,6 +505,50 @@ class PartitionState:
         lac_end = Position(int(lac_l[-1]), int(lac_e[-1]))
         cursor.ack_entries(by_ledger, batch_ids, self.ledgers, lac_end, enabled)
         result.changed.add(name)
+
+    def _one_individual_ack(
+        self,
+        name: str,
+        i: int,
+        batch: EventBatch,
+        settings: SubscriptionSettings,
+        lac: Position,
+        result: ApplyResult,
+    ) -> None:
+        """``Consumer.messageAcked`` + ``asyncDelete`` for one ACK event, as one call."""
+        cursor = self.cursors[name]
+        sub = self.subscriptions.get(name)
+        consumer_id = int(batch.consumer_id[i])
+        if sub is None or consumer_id not in sub.consumers:
+            result.rejects.append(
+                Reject(
+                    int(batch.row[i]),
+                    UnknownConsumer.reason,
+                    f"ACK from consumer {consumer_id}, which is not connected",
+                )
+            )
+            return
+        lo, hi = int(batch.msg_offsets[i]), int(batch.msg_offsets[i + 1])
+        mids = [self._message_id(batch, m) for m in range(lo, hi)]
+        applied = mids
+        for k, mid in enumerate(mids):
+            if mid.position > lac:
+                applied = mids[:k]
+                break
+        if cursor.sub_type in _INDIVIDUAL_ACK_MODES and sub.consumers:
+            shadow: dict[Position, int] = {}
+            for mid in applied:
+                sub.ack(cursor, consumer_id, mid.position, mid.ack_set, mid.batch_size, shadow, settings)
+        try:
+            cursor.ack(mids, self.ledgers, lac, settings.batch_index_ack)
+        except EngineRefusal as refusal:
+            result.rejects.append(
+                Reject(int(batch.row[i]), refusal.reason, f"{refusal}; the call stopped there")
+            )
+        result.changed.add(name)
+
+
+_SMALL_RUN = 8  # individual-ack events below which a run is applied call by call
 
 
 class _LacTimeline:

@@ -38,6 +38,21 @@ CLI_SCENARIOS = (
     "rejected-records-do-not-stop-stream",
     "cumulative-ack-exclusive",
     "batch-index-cumulative",
+    "batch-index-individual-and-merge",
+    "batch-index-disabled",
+    "cumulative-ack-failover",
+    "cumulative-ack-ignored-shared",
+    # consumers, pending acks, redelivery, Failover selection (issue 4)
+    "exclusive-second-consumer-refused",
+    "failover-non-partitioned-top-priority",
+    "failover-partitioned-priority-groups",
+    "v34-failover-add-remove-consumer",
+    "v35-failover-partitioned-consumer-events",
+    "shared-redeliver-with-ids",
+    "shared-redeliver-all",
+    "shared-consumer-close",
+    "shared-unacked-messages-backlog-entries",
+    "nack-due-after-delay",
 )
 
 
