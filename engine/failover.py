@@ -217,12 +217,18 @@ def _ring_choice(
     points = murmur3_32_suffixed([java_utf8(distinct_names[r]) for r in ring_ranks.tolist()], _RING_SUFFIXES)
     points &= np.uint32(MASK31)
 
-    topics = np.asarray(topic_name, dtype=object)[order[starts[ring_groups]]]
-    unique_topics, topic_code = np.unique(topics.astype(np.dtypes.StringDType()), return_inverse=True)
-    topic_hash = murmur3_32_many([java_utf8(t) for t in unique_topics.tolist()]) & np.uint32(MASK31)
+    # one hash per distinct topic name (a dict: topics are few, and numpy's string unique is slow)
+    topic_code: dict[str, int] = {}
+    first_rows = order[starts[ring_groups]].tolist()
+    codes = np.fromiter(
+        (topic_code.setdefault(topic_name[i], len(topic_code)) for i in first_rows),
+        dtype=np.int64,
+        count=len(first_rows),
+    )
+    topic_hash = murmur3_32_many([java_utf8(t) for t in topic_code]) & np.uint32(MASK31)
     # topic hash of each member's group (ring_groups is ascending, so searchsorted finds it)
     member_group = np.searchsorted(ring_groups, member_of[members])
-    t = topic_hash.astype(np.int64)[topic_code.ravel()][member_group]
+    t = topic_hash.astype(np.int64)[codes][member_group]
 
     # ceilingEntry(t), else firstEntry: the smallest point >= t, points below t counted after the
     # top of the ring; on equal points the later member wins (TreeMap.put overwrote the earlier)

@@ -4,6 +4,8 @@ Each figure is the median of ``--runs`` runs and is printed with the machine and
 ``--engine`` measures the engine alone (no Spark): apply throughput of an ack-heavy stream on
 one core, and the exact state size of a cursor with 10,000,000 ack holes. ``--ingest``
 (``jobs.bench_ingest``) measures the streaming ingest end to end against a Spark pass-through.
+``--subscriptions`` (``jobs.bench_subscriptions``) measures per-subscription work (Failover
+assignment) over 100,000 subscriptions, in the engine and through its Spark UDF.
 """
 
 from __future__ import annotations
@@ -184,6 +186,11 @@ def run(args: argparse.Namespace) -> int:
             )
             for figure in bench_ingest(getattr(args, "config", None), runs, args.quick):
                 print(figure.line())
+        elif name == "subscriptions":
+            from jobs.bench_subscriptions import bench_subscriptions
+
+            print("subscriptions (engine on one core; Spark UDF on local Spark):", flush=True)
+            bench_subscriptions(getattr(args, "config", None), runs, args.quick)  # prints as it goes
         else:
             print(f"{name}: not available in this build")
             return 2

@@ -212,7 +212,11 @@ def _generate_args(p: argparse.ArgumentParser) -> None:
 def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", action="store_true", help="engine apply, ack-heavy stream, one core")
     p.add_argument("--ingest", action="store_true", help="end-to-end ingest against a Spark pass-through")
-    p.add_argument("--subscriptions", action="store_true", help="stats over many subscriptions")
+    p.add_argument(
+        "--subscriptions",
+        action="store_true",
+        help="per-subscription work over 100,000 subscriptions (Failover assignment: engine and Spark UDF)",
+    )
     p.add_argument("--dedup", action="store_true", help="producer deduplication")
     p.add_argument(
         "--runs",

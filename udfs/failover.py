@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from engine.failover import (
     FailoverSettings,
@@ -49,43 +48,37 @@ OUTPUT_ARROW = pa.schema(
 )
 
 
-def _col(table: pa.Table, name: str) -> pa.Array:
-    return table.column(name).combine_chunks()
-
-
-def _ints(array: pa.Array, fill: int) -> np.ndarray:
-    return np.asarray(array.fill_null(fill).to_numpy(zero_copy_only=False), dtype=np.int64)
+def _numbers(column: pa.ChunkedArray, fill: int) -> np.ndarray:
+    return np.asarray(column.fill_null(fill).to_numpy(), dtype=np.int64)
 
 
 def failover_partition(key: tuple[Any, ...], consumers: pa.Table, settings: FailoverSettings) -> pa.Table:
     """Active consumer of every Exclusive/Failover subscription of one topic partition."""
     topic, partition = key[0].as_py(), int(key[1].as_py())
     n = consumers.num_rows
-    sub_type = _col(consumers, "sub_type")
-    single = pc.fill_null(pc.is_in(sub_type, value_set=pa.array(SINGLE_ACTIVE_TYPES)), False)
-    eligible = np.asarray(
-        pc.and_(single, pc.fill_null(_col(consumers, "connected"), False)).to_numpy(zero_copy_only=False),
-        dtype=bool,
-    )
+    # a topic partition has few consumers, so its string columns go through Python lists: a
+    # handful of Arrow compute calls would cost more than the whole selection
+    sub_type = consumers.column("sub_type").to_pylist()
+    connected = consumers.column("connected").to_pylist()
+    single = np.fromiter((t in SINGLE_ACTIVE_TYPES for t in sub_type), dtype=bool, count=n)
+    rows = np.flatnonzero(single & np.fromiter((c is True for c in connected), dtype=bool, count=n))
     is_active = np.zeros(n, dtype=bool)
-    rows = np.flatnonzero(eligible)
     if rows.size:
-        subs = _col(consumers, "subscription").dictionary_encode()
-        sub_code = _ints(subs.indices, -1)[rows]
-        subscribed_at = _ints(_col(consumers, "subscribed_at"), np.iinfo(np.int64).min)[rows]
-        consumer_id = _ints(_col(consumers, "consumer_id"), -1)[rows]
+        subscriptions = consumers.column("subscription").to_pylist()
+        codes: dict[str, int] = {}
+        sub_code = np.fromiter((codes.setdefault(s, len(codes)) for s in subscriptions), np.int64, count=n)
+        subscribed_at = _numbers(consumers.column("subscribed_at"), np.iinfo(np.int64).min)
+        consumer_id = _numbers(consumers.column("consumer_id"), -1)
         # subscription order within each subscription (see the module docstring)
-        rows = rows[np.lexsort((consumer_id, subscribed_at, sub_code))]
-        exclusive = np.asarray(
-            pc.equal(sub_type, "Exclusive").fill_null(False).to_numpy(zero_copy_only=False), dtype=bool
-        )
-        part = np.where(exclusive[rows], 0, dispatcher_partition_index(topic, partition))
-        names = _col(consumers, "consumer_name").fill_null("").to_pylist()  # ServerCnx: "" if unset
+        rows = rows[np.lexsort((consumer_id[rows], subscribed_at[rows], sub_code[rows]))]
+        names = consumers.column("consumer_name").to_pylist()
+        failover_index = dispatcher_partition_index(topic, partition)
+        row_list = rows.tolist()
         selection = select_active_many(
-            group=_ints(subs.indices, -1)[rows],
-            priority=_ints(_col(consumers, "priority_level"), 0)[rows],
-            name=[names[i] for i in rows.tolist()],
-            partition_index=part,
+            group=sub_code[rows],
+            priority=_numbers(consumers.column("priority_level"), 0)[rows],
+            name=[names[i] if names[i] is not None else "" for i in row_list],  # ServerCnx: "" if unset
+            partition_index=[0 if sub_type[i] == "Exclusive" else failover_index for i in row_list],
             topic_name=[pulsar_topic_name(topic, partition)] * rows.size,
             consistent_hashing=settings.active_consumer_failover_consistent_hashing,
         )
@@ -94,9 +87,9 @@ def failover_partition(key: tuple[Any, ...], consumers: pa.Table, settings: Fail
         [
             pa.array([topic] * n, pa.string()),
             pa.array(np.full(n, partition, dtype=np.int32)),
-            _col(consumers, "subscription"),
-            _col(consumers, "consumer_id"),
-            pa.array(is_active, mask=~np.asarray(single.to_numpy(zero_copy_only=False), dtype=bool)),
+            consumers.column("subscription").combine_chunks(),
+            consumers.column("consumer_id").combine_chunks(),
+            pa.array(is_active, mask=~single),
         ],
         schema=OUTPUT_ARROW,
     )
