@@ -476,7 +476,7 @@ class PartitionState:
                     )
                 )
         has_set = np.diff(batch.ackset_offsets)[midx] > 0
-        if sub is not None and cursor.sub_type in _INDIVIDUAL_ACK_MODES and sub.consumers:
+        if sub is not None and cursor.sub_type in _INDIVIDUAL_ACK_MODES and sub.holds_anything():
             # the consumer side (pending acks, unacked counts) in order, before the cursor moves
             shadow: dict[Position, int] = {}
             for m in np.flatnonzero(applied).tolist():
@@ -535,7 +535,7 @@ class PartitionState:
             if mid.position > lac:
                 applied = mids[:k]
                 break
-        if cursor.sub_type in _INDIVIDUAL_ACK_MODES and sub.consumers:
+        if cursor.sub_type in _INDIVIDUAL_ACK_MODES and sub.holds_anything():
             shadow: dict[Position, int] = {}
             for mid in applied:
                 sub.ack(cursor, consumer_id, mid.position, mid.ack_set, mid.batch_size, shadow, settings)

@@ -171,6 +171,10 @@ class Subscription:
                 dues.extend(p.ack_timeout_at for p in consumer.pending.values() if p.ack_timeout_at >= 0)
         return min(dues) if dues else None
 
+    def holds_anything(self) -> bool:
+        """Whether an ack can change consumer state (pending acks, counts, redeliveries)."""
+        return bool(self.holder or self.tracker or self.redeliveries or self.nacks)
+
     def is_empty(self) -> bool:
         return not (self.consumers or self.tracker or self.redeliveries or self.nacks)
 

@@ -308,9 +308,28 @@ def measure_failover_spark(ctx: Context) -> list[Figure]:
     ]
 
 
+def measure_redelivery_set(ctx: Context) -> list[Figure]:
+    """The Shared redelivery set of 1,000,000 pending acks (``jobs.bench_redelivery``)."""
+    from jobs.bench_redelivery import measure
+
+    pending = 100_000 if ctx.quick else 1_000_000
+    got = [measure(runs=1, pending=pending) for _ in range(ctx.runs)]
+    return [
+        _figure(
+            f"redelivery set, engine ({pending:,} pending acks)",
+            [g["engine_pending_acks_per_second"] for g in got],
+            "acks/s",
+        ),
+        _figure("redelivery set + UDF rows", [g["udf_rows_seconds"] for g in got], "s"),
+        _figure("numpy sort of the same positions", [g["baseline_sort_seconds"] for g in got], "s"),
+        _figure("engine / numpy sort", [g["ratio_engine_to_sort"] for g in got], "ratio"),
+    ]
+
+
 MEASUREMENTS: list[Measurement] = [
     Measurement("failover assignment, engine (one core)", measure_failover_engine),
     Measurement("failover assignment, Spark UDF (local Spark)", measure_failover_spark),
+    Measurement("Shared redelivery set, engine and UDF rows (one core)", measure_redelivery_set),
     # the redelivery set for 1,000,000 pending acks goes here
 ]
 

@@ -113,29 +113,36 @@ def state_from_arrow(topic: str, partition: int, state: pa.Table) -> tuple[Parti
 
 # ---- engine -> Arrow -------------------------------------------------------------------
 class _Rows:
-    """Output rows gathered column by column (nulls where a kind has no value), one table at the end."""
+    """Output rows gathered per ``add`` call as Arrow chunks (absent columns are typed nulls),
+    concatenated once at the end: no Python-level filling of the columns a kind leaves empty."""
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic, self.partition = topic, partition
-        self.columns: dict[str, list[Any]] = {field.name: [] for field in OUTPUT_ARROW}
+        self.chunks: list[pa.Table] = []
         self.size = 0
 
     def add(self, kind: str, op: str, n: int, **values: Iterable[Any] | np.ndarray) -> None:
         if n == 0:
             return
         fixed = {"kind": kind, "op": op, "topic": self.topic, "partition": self.partition}
-        for name, column in self.columns.items():
-            if name in fixed:
-                column.extend([fixed[name]] * n)
-            elif name in values:
-                given = values[name]
-                column.extend(given.tolist() if isinstance(given, np.ndarray) else given)
+        arrays = []
+        for field in OUTPUT_ARROW:
+            if field.name in fixed:
+                arrays.append(pa.array([fixed[field.name]] * n, type=field.type))
+            elif field.name in values:
+                given = values[field.name]
+                arrays.append(
+                    pa.array(given if isinstance(given, np.ndarray) else list(given), type=field.type)
+                )
             else:
-                column.extend([None] * n)
+                arrays.append(pa.nulls(n, type=field.type))
+        self.chunks.append(pa.Table.from_arrays(arrays, schema=OUTPUT_ARROW))
         self.size += n
 
     def table(self) -> pa.Table:
-        return pa.Table.from_pydict(self.columns, schema=OUTPUT_ARROW)
+        if not self.chunks:
+            return OUTPUT_ARROW.empty_table()
+        return pa.concat_tables(self.chunks).combine_chunks()
 
 
 def _runs(cursor: Cursor | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
