@@ -330,7 +330,6 @@ MEASUREMENTS: list[Measurement] = [
     Measurement("failover assignment, engine (one core)", measure_failover_engine),
     Measurement("failover assignment, Spark UDF (local Spark)", measure_failover_spark),
     Measurement("Shared redelivery set, engine and UDF rows (one core)", measure_redelivery_set),
-    # the redelivery set for 1,000,000 pending acks goes here
 ]
 
 
