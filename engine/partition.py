@@ -9,7 +9,9 @@ vectorises where it does not:
    own time* (``lac`` per event), so applying all publishes first changes no outcome;
 3. per subscription, order-sensitive events (SUBSCRIBE, cumulative ACK) cut the event sequence
    into segments; inside a segment individual acks commute, so a segment is one bitmap union
-   (``Cursor.ack_entries``) instead of one Python call per ack.
+   (``Cursor.ack_entries``) instead of one Python call per ack;
+4. SEND, SEND_FAILED and the accepted PUBLISH events pass through the producers
+   (``engine.dedup``) in seq order among themselves: they do not interact with cursors.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 
 from engine.ackset import words_to_mask
 from engine.cursor import SUB_TYPES, Cursor, MessageId
+from engine.dedup import Producers, SendResult, deduplication_enabled, settings_from_config
 from engine.errors import (
     CumulativeAckMultipleIds,
     CumulativeAckNotAllowed,
@@ -43,14 +46,21 @@ class EngineSettings:
     """Broker settings the engine obeys, named after Pulsar's (snake_case in ``--conf``)."""
 
     acknowledgment_at_batch_index_level_enabled: bool = False  # Pulsar 4.0 default
+    broker_deduplication_enabled: bool = False  # Pulsar default
+    max_concurrent_non_persistent_message_per_connection: int = 1000  # Pulsar default
+    deduplication: Mapping[str, bool] = field(default_factory=dict)  # topic/namespace policies
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> EngineSettings:
         return cls(
             acknowledgment_at_batch_index_level_enabled=bool(
                 config.get("acknowledgment_at_batch_index_level_enabled", False)
-            )
+            ),
+            **settings_from_config(config),
         )
+
+    def deduplication_enabled(self, topic: str) -> bool:
+        return deduplication_enabled(self.deduplication, self.broker_deduplication_enabled, topic)
 
 
 class Reject(NamedTuple):
@@ -68,12 +78,13 @@ class ApplyResult:
     stale: int = 0
     changed: set[str] = field(default_factory=set)  # subscriptions whose cursor state changed
     published: int = 0
+    sends: SendResult = field(default_factory=SendResult)  # receipts and changed producers
 
 
 class PartitionState:
-    """Ledgers, cursors and the replay fence (``last_seq``) of one topic partition."""
+    """Ledgers, cursors, producers and the replay fence (``last_seq``) of one topic partition."""
 
-    __slots__ = ("cursors", "last_event_time", "last_seq", "ledgers", "partition", "topic")
+    __slots__ = ("cursors", "last_event_time", "last_seq", "ledgers", "partition", "producers", "topic")
 
     def __init__(
         self,
@@ -83,6 +94,7 @@ class PartitionState:
         cursors: dict[str, Cursor] | None = None,
         last_seq: int = -1,
         last_event_time: int = 0,
+        producers: Producers | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -90,6 +102,7 @@ class PartitionState:
         self.cursors = cursors if cursors is not None else {}
         self.last_seq = last_seq
         self.last_event_time = last_event_time
+        self.producers = producers if producers is not None else Producers()
 
     def apply(self, batch: EventBatch, settings: EngineSettings) -> ApplyResult:
         result = ApplyResult()
@@ -113,9 +126,9 @@ class PartitionState:
         # 2. publishes extend the ledgers; every other event sees the last entry of its own time
         lac_at = self._apply_publishes(batch, live, result)
 
-        # 3. consumer events, per subscription. CLOSE_CONSUMER, DISPATCH, NACK, REDELIVER, SEND
-        # and SEND_FAILED are consumed (seq advances) but change no cursor yet: the consumer and
-        # dedup model that gives them effect is not built yet.
+        # 3. consumer events, per subscription. CLOSE_CONSUMER, DISPATCH, NACK and REDELIVER are
+        # consumed (seq advances) but change no cursor yet: the consumer model that gives them
+        # effect is not built yet.
         enabled = settings.acknowledgment_at_batch_index_level_enabled
         cons = np.flatnonzero(
             live & ((batch.type == SUBSCRIBE) | (batch.type == ACK)) & (batch.sub_code >= 0)
@@ -127,6 +140,12 @@ class PartitionState:
             for group in np.split(by_sub, bounds):
                 name = batch.sub_names[int(batch.sub_code[group[0]])]
                 self._apply_subscription(name, group, batch, enabled, lac_at, result)
+
+        # 4. producers: dedup decisions and receipts, in seq order among themselves
+        result.sends = self.producers.apply(
+            batch, live, lac_at.published, self.last_event_time, self.topic, settings
+        )
+        result.rejects.extend(Reject(*r) for r in result.sends.rejects)
 
         # a refused command is still consumed (counted as applied and recorded as rejected):
         # like the broker, the engine answered it
@@ -320,6 +339,11 @@ class _LacTimeline:
 
     def __init__(self, before: Position, idx: np.ndarray, ledger: np.ndarray, entry: np.ndarray) -> None:
         self._before, self._idx, self._ledger, self._entry = before, idx, ledger, entry
+
+    @property
+    def published(self) -> np.ndarray:
+        """Indices of the PUBLISH events the ledgers accepted, ascending."""
+        return self._idx
 
     def at(self, i: int) -> Position:
         j = int(np.searchsorted(self._idx, i)) - 1
