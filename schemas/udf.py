@@ -13,10 +13,12 @@ from pyspark.sql import types as T
 
 # kind values of APPLY_OUTPUT
 PARTITION, CURSOR, RANGE, BATCH, LEDGER, REJECT = "partition", "cursor", "range", "batch", "ledger", "reject"
+PRODUCER, RECEIPT = "producer", "receipt"  # a `producers` row; a `send_receipts` row (or late fill)
 UPSERT, DELETE = "upsert", "delete"
 
 # What the UDF reads of the current state: one row per topic partition (kind "partition",
-# ``state`` = encoded ledgers) and one per cursor (kind "cursor", ``state`` = encoded cursor).
+# ``state`` = encoded ledgers, ``producers_state`` = encoded engine.dedup.Producers) and one per
+# cursor (kind "cursor", ``state`` = encoded cursor).
 STATE_INPUT: Final = T.StructType(
     [
         T.StructField("topic", T.StringType(), False),
@@ -26,6 +28,7 @@ STATE_INPUT: Final = T.StructType(
         T.StructField("state", T.BinaryType()),
         T.StructField("last_seq", T.LongType()),
         T.StructField("last_event_time", T.LongType()),
+        T.StructField("producers_state", T.BinaryType()),
     ]
 )
 
@@ -45,6 +48,15 @@ APPLY_EVENT_COLUMNS: Final = (
     "sub_type",
     "initial_position",
     "message_ids",
+    "producer_name",
+    "sequence_id",
+    "highest_sequence_id",
+    "num_messages",
+    "connection_id",
+    "completed_at",
+    "chunk_id",
+    "num_chunks_from_msg",
+    "marker",
 )
 
 APPLY_OUTPUT: Final = T.StructType(
@@ -82,5 +94,21 @@ APPLY_OUTPUT: Final = T.StructType(
         T.StructField("row", T.LongType()),
         T.StructField("reason", T.StringType()),
         T.StructField("detail", T.StringType()),
+        # partition: the producers' encoded state
+        T.StructField("producers_state", T.BinaryType()),
+        # producer (last_event_time above) / receipt (ledger_id, entry_id above: the receipt
+        # position, null while the send waits for its PUBLISH; row above: the SEND's row, -1
+        # for the late receipt of a SEND of an earlier batch, keyed by seq)
+        T.StructField("producer_name", T.StringType()),
+        T.StructField("highest_sequence_pushed", T.LongType()),
+        T.StructField("highest_sequence_persisted", T.LongType()),
+        T.StructField("msg_drop_count", T.LongType()),
+        T.StructField("seq", T.LongType()),
+        T.StructField("event_time", T.LongType()),
+        T.StructField("sequence_id", T.LongType()),
+        T.StructField("highest_sequence_id", T.LongType()),
+        T.StructField("dedup_status", T.StringType()),
+        T.StructField("error", T.StringType()),
+        T.StructField("dropped", T.BooleanType()),
     ]
 )

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine import Cursor, EngineSettings, EventBatch, Ledgers, PartitionState
+from engine import Cursor, EngineSettings, EventBatch, Ledgers, PartitionState, Producers
 from engine.ackset import mask_to_words
 from engine.events import ACK_TYPE_CODE, EVENT_TYPES
 from schemas.udf import (
@@ -30,6 +30,7 @@ from schemas.udf import (
     REJECT,
     UPSERT,
 )
+from udfs.producers import emit_producer_rows, send_columns
 
 
 def _arrow_type(name: str) -> pa.DataType:
@@ -63,6 +64,18 @@ def _arrow_type(name: str) -> pa.DataType:
         "row": pa.int64(),
         "reason": pa.string(),
         "detail": pa.string(),
+        "producers_state": pa.binary(),
+        "producer_name": pa.string(),
+        "highest_sequence_pushed": pa.int64(),
+        "highest_sequence_persisted": pa.int64(),
+        "msg_drop_count": pa.int64(),
+        "seq": pa.int64(),
+        "event_time": pa.int64(),
+        "sequence_id": pa.int64(),
+        "highest_sequence_id": pa.int64(),
+        "dedup_status": pa.string(),
+        "error": pa.string(),
+        "dropped": pa.bool_(),
     }[name]
 
 
@@ -108,6 +121,7 @@ def events_to_batch(events: pa.Table) -> EventBatch:
         ackset_offsets=np.concatenate(([0], np.cumsum(set_counts))).astype(np.int64),
         ackset_words=_ints(sets.flatten(), 0, np.int64),
         row=_ints(_col(events, "_row"), -1, np.int64),
+        sends=send_columns(events),
     )
 
 
@@ -124,6 +138,7 @@ def state_from_arrow(topic: str, partition: int, state: pa.Table) -> tuple[Parti
             result.ledgers = Ledgers.decode(row["state"])
             result.last_seq = row["last_seq"] if row["last_seq"] is not None else -1
             result.last_event_time = row["last_event_time"] or 0
+            result.producers = Producers.decode(row.get("producers_state"))
         else:
             encoded[row["subscription"]] = row["state"]
             result.cursors[row["subscription"]] = Cursor.decode(row["state"])
@@ -259,7 +274,9 @@ def apply_partition(
         ledgers=[current.ledgers.encode()],
         applied=[result.applied],
         stale=[result.stale],
+        producers_state=[current.producers.encode()],
     )
+    emit_producer_rows(out, current, result)
     for name, cursor in current.cursors.items():
         changed = name in result.changed
         if not changed and result.published == 0:

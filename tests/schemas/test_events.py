@@ -44,12 +44,19 @@ CONTRACT_ORDER = [
     "sequence_id",
     "highest_sequence_id",
     "num_messages",
+    # contract additions (README "Contract additions"), appended after the contract's fields
+    "connection_id",
+    "completed_at",
+    "chunk_id",
+    "num_chunks_from_msg",
+    "marker",
 ]
 
 _SPARK_TO_ARROW = {
     T.StringType(): pa.string(),
     T.LongType(): pa.int64(),
     T.IntegerType(): pa.int32(),
+    T.BooleanType(): pa.bool_(),
 }
 
 
