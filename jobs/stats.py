@@ -55,6 +55,9 @@ STATS_CURSOR_COLUMNS: tuple[str, ...] = (
 )
 """What ``stats`` reads from ``cursors``: never ``state``, so 100,000 subscriptions stay cheap."""
 
+PRODUCER_COLUMNS: tuple[str, ...] = ("topic", "partition", "producer_name", "msg_drop_count")
+"""What ``stats`` reads from ``producers`` for ``publishers[]``."""
+
 INTERNAL_CURSOR_COLUMNS: tuple[str, ...] = ("topic", "partition", "subscription", "state")
 PARTITION_COLUMNS: tuple[str, ...] = ("topic", "partition")
 INTERNAL_PARTITION_COLUMNS: tuple[str, ...] = ("topic", "partition", "ledgers")
@@ -157,12 +160,14 @@ def build_stats(
     *,
     topic: str | TopicFilter | None = None,
     subscription: str | None = None,
+    producer_rows: Rows | None = None,
 ) -> dict[str, Any]:
     """``pulsar-admin topics stats`` for every selected topic partition, keyed by topic name.
 
     ``cursor_rows`` needs the ``STATS_CURSOR_COLUMNS``; ``partition_rows`` (``topic``,
     ``partition``) adds topics that have entries but no subscription, as Pulsar lists them with
     ``"subscriptions": {}``. With ``subscription``, only topics holding it are listed.
+    ``producer_rows`` (``PRODUCER_COLUMNS``) fill ``publishers`` of the topics listed.
     """
     selected = _topic_filter(topic)
     result: dict[str, Any] = {}
@@ -191,7 +196,42 @@ def build_stats(
         ):
             continue
         entry(t, p)["subscriptions"][sub] = subscription_stats(sub_type, backlog, ranges)
+    if producer_rows is not None:
+        _add_publishers(result, producer_rows, selected, subscription is None, entry)
     return result
+
+
+def _add_publishers(
+    result: dict[str, Any], rows: Rows, selected: TopicFilter | None, add_topics: bool, entry: Any
+) -> None:
+    """``publishers[]`` of each listed topic partition, by producer name.
+
+    ackstate knows a producer from its SEND events (no producer open or close is in the event
+    contract), so a topic lists the producers that ever sent to it, and a topic none sent to
+    has no ``publishers`` key rather than a possibly wrong empty list.
+    """
+    cols = _columns(rows, PRODUCER_COLUMNS)
+    found: dict[str, list[dict[str, Any]]] = {}
+    for t, p, name, drops in zip(*(cols[c] for c in PRODUCER_COLUMNS), strict=True):
+        if selected is not None and not selected.matches(t, p):
+            continue
+        key = topic_name(t, p)
+        if key not in result and not add_topics:
+            continue
+        entry(t, p)
+        found.setdefault(key, []).append(publisher_stats(t, name, drops))
+    for key, publishers in found.items():
+        result[key]["publishers"] = sorted(publishers, key=lambda s: s["producerName"])
+
+
+def publisher_stats(topic: str, producer_name: str, msg_drop_count: int | None) -> dict[str, Any]:
+    """One ``publishers[]`` item (PublisherStatsImpl). On a non-persistent topic Pulsar reports
+    ``msgDropRate`` (NonPersistentPublisherStatsImpl, a rate over the stats interval); ackstate
+    knows the exact count of dropped messages and prints that as ``msgDropCount``."""
+    stats: dict[str, Any] = {"producerName": producer_name}
+    if topic.startswith("non-persistent://"):
+        stats["msgDropCount"] = msg_drop_count or 0
+    return stats
 
 
 def subscription_stats(sub_type: str, msg_backlog: int | None, ranges: int | None) -> dict[str, Any]:
@@ -391,18 +431,30 @@ def _read_stats(
     as large as converting 100,000 cursor rows; so the ``topic_partitions`` rows (topics that
     have no subscription) ride in the same query as a union, with ``subscription`` null.
     """
+    import pyarrow.compute as pc
+
     _require_tables(spark, warehouse, ("cursors", "topic_partitions"))
     df = _frame(spark, warehouse, "cursors", selected, subscription, as_of).select(*STATS_CURSOR_COLUMNS)
     if subscription is None:
         partitions = _frame(spark, warehouse, "topic_partitions", selected, None, as_of)
         df = df.unionByName(partitions.select(*PARTITION_COLUMNS), allowMissingColumns=True)
-    table = _to_arrow(df, ("cursors", "topic_partitions"), as_of)
+    # absent in older warehouses; a version number is per table and the producers table is not
+    # written with every batch, so publishers are shown for the latest state or a timestamp only
+    with_producers = not str(as_of or "").isdigit() and _has_table(spark, warehouse, "producers")
+    if with_producers:
+        producers = _frame(spark, warehouse, "producers", selected, None, as_of)
+        df = df.unionByName(producers.select(*PRODUCER_COLUMNS), allowMissingColumns=True)
+    table = _to_arrow(df, ("cursors", "topic_partitions", "producers"), as_of)
+    producer_rows = None
+    if with_producers:
+        is_producer = pc.is_valid(table["producer_name"])  # producers.producer_name is never null
+        producer_rows = table.filter(is_producer)
+        table = table.filter(pc.invert(is_producer))
     if subscription is not None:
-        return build_stats(table, topic=selected, subscription=subscription)
-    import pyarrow.compute as pc
-
+        return build_stats(table, topic=selected, subscription=subscription, producer_rows=producer_rows)
     cursors = table.filter(pc.is_valid(table["subscription"]))  # cursors.subscription is never null
-    return build_stats(cursors, table.select(list(PARTITION_COLUMNS)), topic=selected)
+    partitions = table.filter(pc.is_null(table["subscription"])).select(list(PARTITION_COLUMNS))
+    return build_stats(cursors, partitions, topic=selected, producer_rows=producer_rows)
 
 
 def _read_internal_stats(
@@ -421,6 +473,14 @@ def _read_internal_stats(
         topic=selected,
         subscription=subscription,
     )
+
+
+def _has_table(spark: SparkSession, warehouse: Path, name: str) -> bool:
+    from delta.tables import DeltaTable
+
+    from jobs.tables import table_path
+
+    return bool(DeltaTable.isDeltaTable(spark, table_path(warehouse, name)))
 
 
 def _require_tables(spark: SparkSession, warehouse: Path, names: Iterable[str]) -> None:
