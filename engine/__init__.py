@@ -1,10 +1,12 @@
 """ackstate's engine: Pulsar's acknowledgement state machine, pure Python (never Spark).
 
 The domain reads like Pulsar's managed-ledger: ``Position``, ``Ledgers``, ``AckRangeSet``,
-``Cursor`` and, for a whole topic partition, ``PartitionState.apply(EventBatch, settings)``.
+``Cursor``, ``Producers`` (dedup) and, for a whole topic partition,
+``PartitionState.apply(EventBatch, settings)``.
 """
 
 from engine.cursor import BatchAck, Cursor, MessageId
+from engine.dedup import Producers, Receipt
 from engine.errors import CorruptState, EngineRefusal
 from engine.events import EventBatch
 from engine.ledgers import Ledgers
@@ -26,5 +28,7 @@ __all__ = [
     "MessageId",
     "PartitionState",
     "Position",
+    "Producers",
+    "Receipt",
     "Reject",
 ]

@@ -65,6 +65,7 @@ class EventBatch:
     negative_ack_delay_ms: np.ndarray | None = None  # int64, default 60000
     max_redeliver_count: np.ndarray | None = None  # int32, default 0 (no dead letter)
     key: np.ndarray | None = None  # object: str or None (PUBLISH, DISPATCH)
+    sends: SendColumns | None = None  # producer fields (SEND, SEND_FAILED, PUBLISH); None: none given
 
     def __post_init__(self) -> None:
         n = self.seq.size
@@ -107,6 +108,7 @@ class EventBatch:
             ackset_words=self.ackset_words[ac_idx],
             row=self.row[order],
             **{name: getattr(self, name)[order] for name, _, _ in _CONSUMER_DEFAULTS},
+            sends=self.sends.take(order) if self.sends is not None else None,
         )
 
     @classmethod
@@ -172,6 +174,7 @@ class EventBatch:
             ackset_offsets=np.asarray(aoff, dtype=np.int64),
             ackset_words=np.asarray(words, dtype=np.int64),
             **{name: np.asarray(cols[name], dtype=dtype).reshape(n) for name, _, dtype in _CONSUMER_DEFAULTS},
+            sends=SendColumns.from_records(records),
         )
 
 
@@ -198,3 +201,63 @@ def _gather_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
         return np.empty(0, dtype=np.int64)
     bases = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
     return (np.arange(total, dtype=np.int64) + bases).astype(np.int64)
+
+
+@dataclass(slots=True)
+class SendColumns:
+    """The producer fields of every event of a batch (CommandSend, and PUBLISH's producer).
+
+    One array per field, aligned with the batch's events; absent numbers are -1 (sequence ids
+    and positions are never negative once validated), an absent ``num_messages`` is 1.
+    """
+
+    producer_code: np.ndarray  # int32, index into producer_names, -1 when absent
+    producer_names: list[str]
+    sequence_id: np.ndarray  # int64
+    highest_sequence_id: np.ndarray  # int64 (-1: the event's sequence_id)
+    num_messages: np.ndarray  # int32
+    connection_id: np.ndarray  # int64 (contract addition; -1: the one unnamed connection)
+    completed_at: np.ndarray  # int64 epoch ms (contract addition; -1: completed at once)
+    chunk_id: np.ndarray  # int32 (contract addition; -1: not a chunk)
+    num_chunks_from_msg: np.ndarray  # int32
+    marker: np.ndarray  # bool (contract addition)
+
+    def take(self, order: np.ndarray) -> SendColumns:
+        return SendColumns(
+            producer_code=self.producer_code[order],
+            producer_names=self.producer_names,
+            sequence_id=self.sequence_id[order],
+            highest_sequence_id=self.highest_sequence_id[order],
+            num_messages=self.num_messages[order],
+            connection_id=self.connection_id[order],
+            completed_at=self.completed_at[order],
+            chunk_id=self.chunk_id[order],
+            num_chunks_from_msg=self.num_chunks_from_msg[order],
+            marker=self.marker[order],
+        )
+
+    @classmethod
+    def from_records(cls, records: Sequence[Mapping[str, Any]]) -> SendColumns:
+        names: dict[str, int] = {}
+        codes = []
+        for rec in records:
+            name = rec.get("producer_name")
+            codes.append(-1 if name is None else names.setdefault(name, len(names)))
+
+        def column(key: str, fill: int, dtype: Any) -> np.ndarray:
+            return np.asarray(
+                [fill if rec.get(key) is None else rec[key] for rec in records], dtype=dtype
+            ).reshape(len(records))
+
+        return cls(
+            producer_code=np.asarray(codes, dtype=np.int32).reshape(len(records)),
+            producer_names=list(names),
+            sequence_id=column("sequence_id", -1, np.int64),
+            highest_sequence_id=column("highest_sequence_id", -1, np.int64),
+            num_messages=column("num_messages", 1, np.int32),
+            connection_id=column("connection_id", -1, np.int64),
+            completed_at=column("completed_at", -1, np.int64),
+            chunk_id=column("chunk_id", -1, np.int32),
+            num_chunks_from_msg=column("num_chunks_from_msg", -1, np.int32),
+            marker=column("marker", False, bool),
+        )

@@ -9,7 +9,9 @@ vectorises where it does not:
    own time* (``lac`` per event), so applying all publishes first changes no outcome;
 3. per subscription, order-sensitive events (SUBSCRIBE, cumulative ACK) cut the event sequence
    into segments; inside a segment individual acks commute, so a segment is one bitmap union
-   (``Cursor.ack_entries``) instead of one Python call per ack.
+   (``Cursor.ack_entries``) instead of one Python call per ack;
+4. SEND, SEND_FAILED and the accepted PUBLISH events pass through the producers
+   (``engine.dedup``) in seq order among themselves: they do not interact with cursors.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 
 from engine.ackset import words_to_mask
 from engine.cursor import SUB_TYPES, Cursor, MessageId
+from engine.dedup import Producers, SendResult, deduplication_enabled, settings_from_config
 from engine.errors import (
     CumulativeAckMultipleIds,
     CumulativeAckNotAllowed,
@@ -67,6 +70,9 @@ class EngineSettings:
     max_unacked_messages_per_consumer: int = 50_000
     active_consumer_failover_delay_time_millis: int = 1_000
     active_consumer_failover_consistent_hashing: bool = False
+    broker_deduplication_enabled: bool = False  # Pulsar default
+    max_concurrent_non_persistent_message_per_connection: int = 1000  # Pulsar default
+    deduplication: Mapping[str, bool] = field(default_factory=dict)  # topic/namespace policies
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> EngineSettings:
@@ -87,6 +93,7 @@ class EngineSettings:
             active_consumer_failover_consistent_hashing=bool(
                 config.get("active_consumer_failover_consistent_hashing", False)
             ),
+            **settings_from_config(config),
         )
 
     def for_partition(self, topic: str, partition: int) -> SubscriptionSettings:
@@ -100,6 +107,9 @@ class EngineSettings:
             partition_index=dispatcher_partition_index(topic, partition),
             topic_name=pulsar_topic_name(topic, partition),
         )
+
+    def deduplication_enabled(self, topic: str) -> bool:
+        return deduplication_enabled(self.deduplication, self.broker_deduplication_enabled, topic)
 
 
 class Reject(NamedTuple):
@@ -117,12 +127,23 @@ class ApplyResult:
     stale: int = 0
     changed: set[str] = field(default_factory=set)  # subscriptions whose cursor state changed
     published: int = 0
+    sends: SendResult = field(default_factory=SendResult)  # receipts and changed producers
 
 
 class PartitionState:
-    """Ledgers, cursors, consumers and the replay fence (``last_seq``) of one topic partition."""
+    """Ledgers, cursors, consumers, producers and the replay fence (``last_seq``) of one topic
+    partition."""
 
-    __slots__ = ("cursors", "last_event_time", "last_seq", "ledgers", "partition", "subscriptions", "topic")
+    __slots__ = (
+        "cursors",
+        "last_event_time",
+        "last_seq",
+        "ledgers",
+        "partition",
+        "producers",
+        "subscriptions",
+        "topic",
+    )
 
     def __init__(
         self,
@@ -133,6 +154,7 @@ class PartitionState:
         last_seq: int = -1,
         last_event_time: int = 0,
         subscriptions: dict[str, Subscription] | None = None,
+        producers: Producers | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -141,6 +163,7 @@ class PartitionState:
         self.subscriptions = subscriptions if subscriptions is not None else {}
         self.last_seq = last_seq
         self.last_event_time = last_event_time
+        self.producers = producers if producers is not None else Producers()
 
     def subscription(self, name: str) -> Subscription:
         sub = self.subscriptions.get(name)
@@ -185,6 +208,12 @@ class PartitionState:
             for group in np.split(by_sub, bounds):
                 name = batch.sub_names[int(batch.sub_code[group[0]])]
                 self._apply_subscription(name, group, batch, sub_settings, lac_at, clock, result)
+
+        # 4. producers: dedup decisions and receipts, in seq order among themselves
+        result.sends = self.producers.apply(
+            batch, live, lac_at.published, self.last_event_time, self.topic, settings
+        )
+        result.rejects.extend(Reject(*r) for r in result.sends.rejects)
 
         # a refused command is still consumed (counted as applied and recorded as rejected):
         # like the broker, the engine answered it
@@ -558,6 +587,11 @@ class _LacTimeline:
 
     def __init__(self, before: Position, idx: np.ndarray, ledger: np.ndarray, entry: np.ndarray) -> None:
         self._before, self._idx, self._ledger, self._entry = before, idx, ledger, entry
+
+    @property
+    def published(self) -> np.ndarray:
+        """Indices of the PUBLISH events the ledgers accepted, ascending."""
+        return self._idx
 
     def at(self, i: int) -> Position:
         j = int(np.searchsorted(self._idx, i)) - 1

@@ -93,15 +93,22 @@ class Workload:
         return self.topic_partitions * self.subscriptions_per_topic
 
     def describe(self) -> str:
-        return (f"{self.batches} batches x {self.events_per_batch:,} events, "
-                f"{self.subscriptions:,} subscriptions ({self.topics} topics, "
-                f"{self.topic_partitions:,} topic partitions, "
-                f"{self.subscriptions_per_topic} subscriptions each), seed {self.seed}")
+        return (
+            f"{self.batches} batches x {self.events_per_batch:,} events, "
+            f"{self.subscriptions:,} subscriptions ({self.topics} topics, "
+            f"{self.topic_partitions:,} topic partitions, "
+            f"{self.subscriptions_per_topic} subscriptions each), seed {self.seed}"
+        )
 
 
 def sized(
-    subscriptions: int, events_per_batch: int, batches: int, *,
-    subscriptions_per_topic: int = SUBSCRIPTIONS_PER_TOPIC, partitions: int = PARTITIONS, seed: int = SEED,
+    subscriptions: int,
+    events_per_batch: int,
+    batches: int,
+    *,
+    subscriptions_per_topic: int = SUBSCRIPTIONS_PER_TOPIC,
+    partitions: int = PARTITIONS,
+    seed: int = SEED,
 ) -> Workload:
     """The workload with exactly ``subscriptions`` cursors: the number of topics whose layout
     gives ``subscriptions / subscriptions_per_topic`` topic partitions."""
@@ -150,8 +157,10 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
 
 def batch_line(label: str, timing: BatchTiming, *, first: bool) -> str:
     note = "  (warm-up, not in the median)" if first else ""
-    return (f"    {label:<13} batch {timing.batch_id}: {timing.rows:>10,} events in {timing.seconds:8.2f} s "
-            f"= {timing.events_per_second:>10,.0f} events/s{note}")
+    return (
+        f"    {label:<13} batch {timing.batch_id}: {timing.rows:>10,} events in {timing.seconds:8.2f} s "
+        f"= {timing.events_per_second:>10,.0f} events/s{note}"
+    )
 
 
 def phases_line(phases: Sequence[tuple[str, float]], duration_s: float | None = None) -> str:
@@ -230,10 +239,15 @@ def run_passthrough(spark: SparkSession, source: str, work: Path) -> list[BatchT
     def write(raw: Any, batch_id: int) -> None:
         started = time.perf_counter()
         events = raw.select(F.from_json("value", EVENT_SCHEMA).alias("e")).select("e.*")
-        per_partition = events.groupBy("topic", "partition").agg(
-            F.count(F.lit(1)).alias("events"), F.max("seq").alias("last_seq"),
-            F.max("event_time").alias("last_event_time"),
-        ).select("*", F.lit(batch_id).cast("long").alias("batch_id"))
+        per_partition = (
+            events.groupBy("topic", "partition")
+            .agg(
+                F.count(F.lit(1)).alias("events"),
+                F.max("seq").alias("last_seq"),
+                F.max("event_time").alias("last_event_time"),
+            )
+            .select("*", F.lit(batch_id).cast("long").alias("batch_id"))
+        )
         per_partition.write.format("delta").mode("append").save(table)
         seconds[batch_id] = time.perf_counter() - started
 
@@ -241,9 +255,14 @@ def run_passthrough(spark: SparkSession, source: str, work: Path) -> list[BatchT
     spark.conf.set(JSON_OPTIMIZATION_CONF, "false")
     try:
         query = (
-            spark.readStream.format("text").option("maxFilesPerTrigger", 1).load(source)
-            .writeStream.foreachBatch(write).option("checkpointLocation", str(work / "_checkpoint"))
-            .queryName("ackstate-bench-passthrough").trigger(availableNow=True).start()
+            spark.readStream.format("text")
+            .option("maxFilesPerTrigger", 1)
+            .load(source)
+            .writeStream.foreachBatch(write)
+            .option("checkpointLocation", str(work / "_checkpoint"))
+            .queryName("ackstate-bench-passthrough")
+            .trigger(availableNow=True)
+            .start()
         )
         query.awaitTermination()
     finally:
@@ -275,8 +294,13 @@ def run_ackstate(spark: SparkSession, source: str, warehouse: Path) -> list[Batc
     query.awaitTermination()
     if query.exception() is not None:
         raise AckstateError(f"bench ingest query failed: {query.exception()}")
-    batches = (read_table(spark, warehouse, "ingest_batches").where(F.col("query_id") == options.app_id)
-               .orderBy("batch_id").select("batch_id", "input_rows", "duration_ms").collect())
+    batches = (
+        read_table(spark, warehouse, "ingest_batches")
+        .where(F.col("query_id") == options.app_id)
+        .orderBy("batch_id")
+        .select("batch_id", "input_rows", "duration_ms")
+        .collect()
+    )
     return [BatchTiming(int(r["batch_id"]), int(r["input_rows"]), r["duration_ms"] / 1000.0) for r in batches]
 
 
@@ -299,9 +323,15 @@ def generate_workload(workload: Workload, out: Path) -> None:
 
     started = time.perf_counter()
     summary = generate(
-        out, events=workload.events, topics=workload.topics, partitions=workload.partitions,
-        subscriptions_per_topic=workload.subscriptions_per_topic, malformed_rate=0.0, seed=workload.seed,
-        files=workload.batches, overwrite=True,
+        out,
+        events=workload.events,
+        topics=workload.topics,
+        partitions=workload.partitions,
+        subscriptions_per_topic=workload.subscriptions_per_topic,
+        malformed_rate=0.0,
+        seed=workload.seed,
+        files=workload.batches,
+        overwrite=True,
     )
     if summary.subscriptions != workload.subscriptions or summary.partitions != workload.topic_partitions:
         raise RuntimeError(
@@ -309,12 +339,18 @@ def generate_workload(workload: Workload, out: Path) -> None:
             f"partitions; the bench sized {workload.subscriptions} over {workload.topic_partitions}"
         )
     size = sum(p.stat().st_size for p in summary.files)
-    _print(f"  workload: {workload.describe()}; {size / 2**20:,.0f} MiB of JSON Lines, "
-          f"generated in {time.perf_counter() - started:.0f} s (not measured)")
+    _print(
+        f"  workload: {workload.describe()}; {size / 2**20:,.0f} MiB of JSON Lines, "
+        f"generated in {time.perf_counter() - started:.0f} s (not measured)"
+    )
 
 
 def bench_ingest(
-    config: AckstateConfig | None, runs: int, quick: bool, *, echo: Callable[[str], None] | None = None,
+    config: AckstateConfig | None,
+    runs: int,
+    quick: bool,
+    *,
+    echo: Callable[[str], None] | None = None,
     workdir: Path | None = None,
 ) -> list[Figure]:
     """Generate the workload, run pass-through and ackstate ``runs`` times; return the figures
@@ -329,9 +365,11 @@ def bench_ingest(
         generate_workload(workload, source)
         spark = get_spark(config)
         sc = spark.sparkContext
-        echo(f"  Spark {spark.version}, master {sc.master}, driver memory "
-             f"{sc.getConf().get('spark.driver.memory', '?')}, shuffle partitions "
-             f"{spark.conf.get('spark.sql.shuffle.partitions')}; load average {_load()} at start")
+        echo(
+            f"  Spark {spark.version}, master {sc.master}, driver memory "
+            f"{sc.getConf().get('spark.driver.memory', '?')}, shuffle partitions "
+            f"{spark.conf.get('spark.sql.shuffle.partitions')}; load average {_load()} at start"
+        )
         results: list[RunResult] = []
         for run in range(1, runs + 1):
             result = one_run(spark, str(source.absolute()), work / f"run-{run}")
@@ -362,8 +400,12 @@ def figures(workload: Workload, results: Sequence[RunResult]) -> list[Figure]:
     ratio_runs = [r for r in (ratio(a[1], p[1]) for a, p in zip(ack, thru, strict=True)) if r is not None]
     out: list[Figure] = []
     sustained = (
-        (f"ackstate ingest, sustained ({workload.subscriptions:,} subs)", ack_runs, "events/s",
-         f">= {INGEST_TARGET_EVENTS_PER_S:,}"),
+        (
+            f"ackstate ingest, sustained ({workload.subscriptions:,} subs)",
+            ack_runs,
+            "events/s",
+            f">= {INGEST_TARGET_EVENTS_PER_S:,}",
+        ),
         ("Spark pass-through, sustained (same files)", thru_runs, "events/s", "(reference)"),
         ("ackstate / pass-through", ratio_runs, "ratio", f">= {RATIO_TARGET}"),
     )
@@ -372,8 +414,15 @@ def figures(workload: Workload, results: Sequence[RunResult]) -> list[Figure]:
             out.append(Figure(name, statistics.median(runs), unit, target, runs))
     for name, pairs in (("ackstate ingest", ack), ("Spark pass-through", thru)):
         first = [f for f, _ in pairs]
-        out.append(Figure(f"{name}, first batch (warm-up)", statistics.median(first), "events/s",
-                          "(not a target)", first))
+        out.append(
+            Figure(
+                f"{name}, first batch (warm-up)",
+                statistics.median(first),
+                "events/s",
+                "(not a target)",
+                first,
+            )
+        )
     return out
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import tomllib
 from collections.abc import Mapping
@@ -51,6 +52,7 @@ class AckstateConfig:
     """Merged settings. ``engine`` holds every top-level key; each table is a plain dict."""
 
     engine: dict[str, Any]
+    """Every top-level key, and ``deduplication`` (the ``[deduplication]`` policies)."""
     spark_defaults: dict[str, str]
     """The packaged ``[spark]`` table: tuning for the embedded local Spark only."""
     spark: dict[str, str]
@@ -153,6 +155,7 @@ def load_config(conf_file: str | Path | None = None) -> AckstateConfig:
             log.warning("unknown setting %r in %s: kept, but ackstate does not use it", key, source)
             engine[key] = value
 
+    engine["deduplication"] = _deduplication_policies(defaults, user, source)
     return AckstateConfig(
         engine=engine,
         spark_defaults=_spark_table(defaults.get("spark", {})),
@@ -162,6 +165,34 @@ def load_config(conf_file: str | Path | None = None) -> AckstateConfig:
         tables=tables,
         source=source,
     )
+
+
+def _deduplication_policies(
+    defaults: Mapping[str, Any], user: Mapping[str, Any], source: Path | None
+) -> dict[str, bool]:
+    """The ``[deduplication]`` table: topic or ``tenant/namespace`` -> bool (an engine setting,
+    read by ``EngineSettings.from_config``). Keys are names, so they are checked here, not
+    against the defaults."""
+    merged = dict(defaults.get("deduplication", {}))
+    merged.update(_table(user, "deduplication", source))
+    for key, value in merged.items():
+        if not isinstance(value, bool):
+            raise ConfigError(f"[deduplication] {key!r} in {source} must be true or false, got {value!r}")
+        topic = key.startswith("persistent://") and key.count("/") == 4
+        if not topic and not (key.count("/") == 1 and "://" not in key and all(key.split("/"))):
+            raise ConfigError(
+                f"[deduplication] {key!r} in {source}: give a persistent topic "
+                "(persistent://tenant/namespace/name) or a namespace (tenant/namespace)"
+            )
+        if topic and _PARTITION_SUFFIX.search(key):
+            raise ConfigError(
+                f"[deduplication] {key!r} in {source}: a policy is set on the topic, "
+                "without -partition-N; it applies to every partition"
+            )
+    return merged
+
+
+_PARTITION_SUFFIX = re.compile(r"-partition-[0-9]+$")
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -9,7 +9,8 @@ hands every micro-batch to ``BatchWriter`` (``foreachBatch``), which:
    ``udfs.apply.apply_partition``, which calls the engine: replays are dropped there
    (``stale_seq``), broker refusals recorded, new state and projection changes returned;
 4. writes ``rejected_events``, ``cursors``, ``topic_partitions``, ``ack_ranges``,
-   ``batch_acks``, ``ledgers`` and ``ingest_batches``, touching only this batch's keys.
+   ``batch_acks``, ``ledgers``, ``producers``, ``send_receipts`` and ``ingest_batches``,
+   touching only this batch's keys.
 
 Exactly once without multi-table transactions: every write carries Delta's idempotent-write
 pair (``txnAppId`` = this query's app id, ``txnVersion`` = the batch id), so a write a crashed
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from engine import EngineSettings
 from jobs import progress
 from jobs.errors import AckstateError
+from jobs.ingest_producers import write_producer_tables
 from jobs.tables import ensure_tables, read_table, table_path
 from schemas.tables import REJECTED_EVENT_COLUMNS, TABLES
 from schemas.udf import (
@@ -272,6 +274,7 @@ class BatchWriter:
                 "last_seq",
                 "last_event_time",
                 F.lit(None).cast("binary").alias("sub_state"),
+                "producers_state",
             ).unionByName(
                 cursors.select(
                     *keys,
@@ -281,6 +284,7 @@ class BatchWriter:
                     F.lit(None).cast("long").alias("last_seq"),
                     F.lit(None).cast("long").alias("last_event_time"),
                     F.col("subscription_state").alias("sub_state"),
+                    F.lit(None).cast("binary").alias("producers_state"),
                 )
             )
             settings = self.options.settings
@@ -405,8 +409,10 @@ class BatchWriter:
                 "ledgers",
                 *lineage,
                 now.alias("updated_at"),
+                "producers_state",
             )
             self._merge(spark, "topic_partitions", part_rows, batch_id, tag)
+        write_producer_tables(self, spark, valid, out, kinds, batch_id, tag, lineage)
         if RANGE in kinds:
             ranges = out.filter(F.col("kind") == RANGE).select(
                 "topic",
@@ -593,18 +599,20 @@ class BatchWriter:
         delete_when: str | None = None,
         matched: list[tuple[str | None, list[str] | None]] | None = None,
         insert: str | None = None,
+        keys: tuple[str, ...] | None = None,
     ) -> None:
         """MERGE ``source`` into ``table`` on its key, idempotently for (app id, batch id).
 
         Clauses in order: ``delete_when`` (matched rows to delete), ``matched`` ((condition,
         columns to set or None for all) updates), then insert unmatched rows where ``insert``.
+        ``keys`` replaces the table's key when rows are matched by another unique column set.
         """
         from delta.tables import DeltaTable
 
         from schemas.tables import TABLE_KEYS
 
         columns = [f.name for f in TABLES[table].fields]
-        on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in TABLE_KEYS[table])
+        on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in (keys or TABLE_KEYS[table]))
         merge = (
             DeltaTable.forPath(spark, table_path(self.options.warehouse, table))
             .alias("t")

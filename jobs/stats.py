@@ -55,6 +55,9 @@ STATS_CURSOR_COLUMNS: tuple[str, ...] = (
 )
 """What ``stats`` reads from ``cursors``: never ``state``, so 100,000 subscriptions stay cheap."""
 
+PRODUCER_COLUMNS: tuple[str, ...] = ("topic", "partition", "producer_name", "msg_drop_count")
+"""What ``stats`` reads from ``producers`` for ``publishers[]``."""
+
 INTERNAL_CURSOR_COLUMNS: tuple[str, ...] = ("topic", "partition", "subscription", "state")
 PARTITION_COLUMNS: tuple[str, ...] = ("topic", "partition")
 # connected consumers, for unackedMessages, consumers[] and activeConsumerName
@@ -171,6 +174,7 @@ def build_stats(
     topic: str | TopicFilter | None = None,
     subscription: str | None = None,
     consumer_rows: Rows | None = None,
+    producer_rows: Rows | None = None,
 ) -> dict[str, Any]:
     """``pulsar-admin topics stats`` for every selected topic partition, keyed by topic name.
 
@@ -179,6 +183,7 @@ def build_stats(
     ``"subscriptions": {}``. With ``subscription``, only topics holding it are listed.
     ``consumer_rows`` (``STATS_CONSUMER_COLUMNS``, connected consumers) fill the consumer fields;
     without them (a warehouse older than the consumers table) those fields are left out.
+    ``producer_rows`` (``PRODUCER_COLUMNS``) fill ``publishers`` of the topics listed.
     """
     consumers = _consumers_by_subscription(consumer_rows) if consumer_rows is not None else None
     selected = _topic_filter(topic)
@@ -209,7 +214,42 @@ def build_stats(
             continue
         members = None if consumers is None else consumers.get((t, p, sub), [])
         entry(t, p)["subscriptions"][sub] = subscription_stats(sub_type, backlog, ranges, members)
+    if producer_rows is not None:
+        _add_publishers(result, producer_rows, selected, subscription is None, entry)
     return result
+
+
+def _add_publishers(
+    result: dict[str, Any], rows: Rows, selected: TopicFilter | None, add_topics: bool, entry: Any
+) -> None:
+    """``publishers[]`` of each listed topic partition, by producer name.
+
+    ackstate knows a producer from its SEND events (no producer open or close is in the event
+    contract), so a topic lists the producers that ever sent to it, and a topic none sent to
+    has no ``publishers`` key rather than a possibly wrong empty list.
+    """
+    cols = _columns(rows, PRODUCER_COLUMNS)
+    found: dict[str, list[dict[str, Any]]] = {}
+    for t, p, name, drops in zip(*(cols[c] for c in PRODUCER_COLUMNS), strict=True):
+        if selected is not None and not selected.matches(t, p):
+            continue
+        key = topic_name(t, p)
+        if key not in result and not add_topics:
+            continue
+        entry(t, p)
+        found.setdefault(key, []).append(publisher_stats(t, name, drops))
+    for key, publishers in found.items():
+        result[key]["publishers"] = sorted(publishers, key=lambda s: s["producerName"])
+
+
+def publisher_stats(topic: str, producer_name: str, msg_drop_count: int | None) -> dict[str, Any]:
+    """One ``publishers[]`` item (PublisherStatsImpl). On a non-persistent topic Pulsar reports
+    ``msgDropRate`` (NonPersistentPublisherStatsImpl, a rate over the stats interval); ackstate
+    knows the exact count of dropped messages and prints that as ``msgDropCount``."""
+    stats: dict[str, Any] = {"producerName": producer_name}
+    if topic.startswith("non-persistent://"):
+        stats["msgDropCount"] = msg_drop_count or 0
+    return stats
 
 
 def _consumers_by_subscription(rows: Rows) -> dict[tuple[str, int, str], list[dict[str, Any]]]:
@@ -455,28 +495,37 @@ def _read_stats(
         df = df.unionByName(
             partitions.select(*PARTITION_COLUMNS, F.lit("partition").alias("_part")), allowMissingColumns=True
         )
-    with_consumers = _has_table(spark, warehouse, "consumers")
+    with_consumers = not str(as_of or "").isdigit() and _has_table(spark, warehouse, "consumers")
     if with_consumers:
         members = _frame(spark, warehouse, "consumers", selected, subscription, as_of).where("connected")
         df = df.unionByName(
             members.select(*STATS_CONSUMER_COLUMNS, F.lit("consumer").alias("_part")),
             allowMissingColumns=True,
         )
-    table = _to_arrow(df, ("cursors", "topic_partitions", "consumers"), as_of)
+    # absent in older warehouses; a version number is per table and the producers table is not
+    # written with every batch, so publishers are shown for the latest state or a timestamp only
+    with_producers = not str(as_of or "").isdigit() and _has_table(spark, warehouse, "producers")
+    if with_producers:
+        producers = _frame(spark, warehouse, "producers", selected, None, as_of)
+        df = df.unionByName(
+            producers.select(*PRODUCER_COLUMNS, F.lit("producer").alias("_part")), allowMissingColumns=True
+        )
+    table = _to_arrow(df, ("cursors", "topic_partitions", "consumers", "producers"), as_of)
     cursors = table.filter(pc.equal(table["_part"], "cursor"))
     consumers = table.filter(pc.equal(table["_part"], "consumer")) if with_consumers else None
+    producer_rows = table.filter(pc.equal(table["_part"], "producer")) if with_producers else None
     if subscription is not None:
-        return build_stats(cursors, topic=selected, subscription=subscription, consumer_rows=consumers)
+        return build_stats(
+            cursors,
+            topic=selected,
+            subscription=subscription,
+            consumer_rows=consumers,
+            producer_rows=producer_rows,
+        )
     partitions_rows = table.filter(pc.equal(table["_part"], "partition")).select(list(PARTITION_COLUMNS))
-    return build_stats(cursors, partitions_rows, topic=selected, consumer_rows=consumers)
-
-
-def _has_table(spark: SparkSession, warehouse: Path, name: str) -> bool:
-    from delta.tables import DeltaTable
-
-    from jobs.tables import table_path
-
-    return bool(DeltaTable.isDeltaTable(spark, table_path(warehouse, name)))
+    return build_stats(
+        cursors, partitions_rows, topic=selected, consumer_rows=consumers, producer_rows=producer_rows
+    )
 
 
 def _read_internal_stats(
@@ -495,6 +544,14 @@ def _read_internal_stats(
         topic=selected,
         subscription=subscription,
     )
+
+
+def _has_table(spark: SparkSession, warehouse: Path, name: str) -> bool:
+    from delta.tables import DeltaTable
+
+    from jobs.tables import table_path
+
+    return bool(DeltaTable.isDeltaTable(spark, table_path(warehouse, name)))
 
 
 def _require_tables(spark: SparkSession, warehouse: Path, names: Iterable[str]) -> None:

@@ -17,8 +17,9 @@ them into expressions. Each row gets exactly one reason, the first failing rule 
 4. ``missing_field``: a field required for this type is absent or null, or a message id lacks
    ledger_id/entry_id (or is null).
 5. ``invalid_value``: enum not allowed, bad topic name (or one with ``-partition-N``),
-   partition < -1, negative seq/event_time, batch_size/num_messages < 1, negative priority or
-   delays, a message id batch_size < 1, a null ack_set word, an ACK/NACK without message ids.
+   partition < -1, negative seq/event_time/sequence ids, batch_size/num_messages < 1, negative
+   priority or delays, a message id batch_size < 1, a null ack_set word, an ACK/NACK without
+   message ids, a broken relation between producer fields (``FIELD_RELATIONS``).
 6. ``negative_position``: ledger_id/entry_id < 0 in the event or in any message id.
 7. ``batch_index_out_of_range``: a message id's batch_index is not -1 and not in
    ``[0, batch_size)`` (no batch_size: out of range).
@@ -382,6 +383,9 @@ def _invalid_values() -> list[Check]:
             lambda m, i: F.format_string("message_ids[%d].ack_set has a null word", i),
         )
     )
+    for condition, text, columns in V.FIELD_RELATIONS:
+        detail = F.format_string(text, *[F.col(c) for c in columns]) if columns else F.lit(text)
+        checks.append((F.expr(condition), detail))
     needs_ids = F.col("type").isin(*V.NON_EMPTY_MESSAGE_IDS) & (F.size(F.col("message_ids")) == 0)
     checks.append((needs_ids, F.format_string("%s needs at least one message id", F.col("type"))))
     return checks

@@ -42,6 +42,7 @@ EVENT_DEFAULTS: Final[dict[str, object]] = {
     "max_redeliver_count": 0,
     "initial_position": "Latest",
     "num_messages": 1,
+    "marker": False,  # CommandSend.marker
 }
 # Defaults inside one element of `message_ids`; `batch_size` there has none on purpose: a
 # message id without it names a whole entry, and a batch_index without it is out of range.
@@ -82,6 +83,13 @@ _FIELDS: Final[tuple[tuple[str, str], ...]] = (
     ("sequence_id", "long"),
     ("highest_sequence_id", "long"),
     ("num_messages", "int"),
+    # Contract additions (optional, README "Contract additions"): what the broker knows of a send
+    # that dedup and the non-persistent limit need (ServerCnx, CommandSend, MessageMetadata).
+    ("connection_id", "long"),  # SEND: the producer's connection (ServerCnx)
+    ("completed_at", "long"),  # SEND, non-persistent: epoch ms its publish completed
+    ("chunk_id", "int"),  # SEND: MessageMetadata.chunk_id of a chunked message
+    ("num_chunks_from_msg", "int"),  # SEND: MessageMetadata.num_chunks_from_msg
+    ("marker", "boolean"),  # SEND: CommandSend.marker
 )
 
 EVENT_FIELD_NAMES: Final[tuple[str, ...]] = tuple(name for name, _ in _FIELDS)
@@ -92,12 +100,14 @@ _SPARK_SCALARS: Final[dict[str, T.DataType]] = {
     "long": T.LongType(),
     "int": T.IntegerType(),
     "array<long>": T.ArrayType(T.LongType(), containsNull=True),
+    "boolean": T.BooleanType(),
 }
 _ARROW_SCALARS: Final[dict[str, pa.DataType]] = {
     "string": pa.string(),
     "long": pa.int64(),
     "int": pa.int32(),
     "array<long>": pa.list_(pa.int64()),
+    "boolean": pa.bool_(),
 }
 
 MESSAGE_ID_SCHEMA: Final = T.StructType(

@@ -39,7 +39,7 @@ def _lineage() -> list[T.StructField]:
     return [_col("query_id", _STRING), _col("batch_id", _LONG), _col("updated_at", _TIMESTAMP)]
 
 
-# Internal per-partition state: the replay guard (`last_seq`) and the ledger list.
+# Internal per-partition state: the replay guard (`last_seq`), the ledger list and the producers.
 TOPIC_PARTITIONS: Final = T.StructType(
     [
         *_partition_key(),
@@ -47,6 +47,9 @@ TOPIC_PARTITIONS: Final = T.StructType(
         _col("last_event_time", _LONG),
         _col("ledgers", _BINARY),
         *_lineage(),
+        # added with producer dedup: pushed/persisted sequence ids, sends waiting for their
+        # PUBLISH and non-persistent sends in flight, encoded by the engine (engine.dedup)
+        _col("producers_state", _BINARY),
     ]
 )
 

@@ -14,10 +14,12 @@ from pyspark.sql import types as T
 # kind values of APPLY_OUTPUT
 PARTITION, CURSOR, RANGE, BATCH, LEDGER, REJECT = "partition", "cursor", "range", "batch", "ledger", "reject"
 CONSUMER, PENDING, REDELIVERY, ACTIVE_CHANGE = "consumer", "pending", "redelivery", "active_change"
+PRODUCER, RECEIPT = "producer", "receipt"  # a `producers` row; a `send_receipts` row (or late fill)
 UPSERT, DELETE = "upsert", "delete"
 
 # What the UDF reads of the current state: one row per topic partition (kind "partition",
-# ``state`` = encoded ledgers) and one per cursor (kind "cursor", ``state`` = encoded cursor).
+# ``state`` = encoded ledgers, ``producers_state`` = encoded engine.dedup.Producers) and one per
+# cursor (kind "cursor", ``state`` = encoded cursor).
 STATE_INPUT: Final = T.StructType(
     [
         T.StructField("topic", T.StringType(), False),
@@ -29,6 +31,7 @@ STATE_INPUT: Final = T.StructType(
         T.StructField("last_event_time", T.LongType()),
         # kind "cursor": the encoded consumers of the subscription (engine.subscription)
         T.StructField("sub_state", T.BinaryType()),
+        T.StructField("producers_state", T.BinaryType()),
     ]
 )
 
@@ -55,6 +58,15 @@ APPLY_EVENT_COLUMNS: Final = (
     "negative_ack_delay_ms",
     "max_redeliver_count",
     "key",
+    "producer_name",
+    "sequence_id",
+    "highest_sequence_id",
+    "num_messages",
+    "connection_id",
+    "completed_at",
+    "chunk_id",
+    "num_chunks_from_msg",
+    "marker",
 )
 
 APPLY_OUTPUT: Final = T.StructType(
@@ -122,6 +134,20 @@ APPLY_OUTPUT: Final = T.StructType(
         T.StructField("new_consumer_id", T.LongType()),
         T.StructField("new_consumer_name", T.StringType()),
         T.StructField("effective_at", T.LongType()),
+        # partition: the producers' encoded state
+        T.StructField("producers_state", T.BinaryType()),
+        # producer (last_event_time above) / receipt (ledger_id, entry_id above: the receipt
+        # position, null while the send waits for its PUBLISH; row above: the SEND's row, -1
+        # for the late receipt of a SEND of an earlier batch, keyed by seq)
+        T.StructField("producer_name", T.StringType()),
+        T.StructField("highest_sequence_pushed", T.LongType()),
+        T.StructField("highest_sequence_persisted", T.LongType()),
+        T.StructField("msg_drop_count", T.LongType()),
+        T.StructField("sequence_id", T.LongType()),
+        T.StructField("highest_sequence_id", T.LongType()),
+        T.StructField("dedup_status", T.StringType()),
+        T.StructField("error", T.StringType()),
+        T.StructField("dropped", T.BooleanType()),
     ]
 )
 

@@ -51,7 +51,38 @@ MIN_VALUES: Final[dict[str, int]] = {
     "ack_timeout_ms": 0,
     "negative_ack_delay_ms": 0,
     "max_redeliver_count": 0,
+    # producer sequence ids are uint64 on the wire (CommandSend), as are connection and chunk ids
+    "sequence_id": 0,
+    "highest_sequence_id": 0,
+    "connection_id": 0,
+    "completed_at": 0,
+    "chunk_id": 0,
+    "num_chunks_from_msg": 1,
 }
+# Rules between fields (invalid_value): the SQL condition that fails a record, and the detail as
+# a format_string pattern over the columns named after it. A null condition never fails.
+FIELD_RELATIONS: Final[tuple[tuple[str, str, tuple[str, ...]], ...]] = (
+    (
+        "completed_at < event_time",
+        "completed_at %d is before event_time %d: a send completes after it is received",
+        ("completed_at", "event_time"),
+    ),
+    (
+        "chunk_id IS NOT NULL AND num_chunks_from_msg IS NULL",
+        "chunk_id %d needs num_chunks_from_msg",
+        ("chunk_id",),
+    ),
+    (
+        "chunk_id >= num_chunks_from_msg",
+        "chunk_id %d outside [0, num_chunks_from_msg %d)",
+        ("chunk_id", "num_chunks_from_msg"),
+    ),
+    (
+        "type = 'SEND_FAILED' AND topic LIKE 'non-persistent://%'",
+        "SEND_FAILED on a non-persistent topic: nothing is persisted there to fail",
+        (),
+    ),
+)
 MESSAGE_ID_MIN_VALUES: Final[dict[str, int]] = {"batch_size": 1}
 # Positions have their own reason code (negative_position), not invalid_value.
 POSITION_FIELDS: Final[tuple[str, ...]] = ("ledger_id", "entry_id")
@@ -97,7 +128,8 @@ REASONS: Final[dict[str, str]] = {
     "names the field(s)",
     UNKNOWN_TYPE: "type is not one of the v1 event types (upper case)",
     INVALID_VALUE: "a value outside its domain: bad enum, bad topic name, partition < -1, "
-    "negative seq/event_time, batch_size < 1, an empty ACK/NACK message_ids, ...",
+    "negative seq/event_time/sequence ids, batch_size < 1, an empty ACK/NACK message_ids, a send "
+    "completed before it was received, a chunk id outside its message, ...",
     NEGATIVE_POSITION: "ledger_id or entry_id < 0, in the event or in one of its message ids",
     BATCH_INDEX_OUT_OF_RANGE: "a message id's batch_index is neither -1 nor in [0, batch_size)",
     ACK_SET_TOO_LONG: "a message id's ack_set has more words than ceil(batch_size / 64), or "

@@ -45,8 +45,15 @@ def test_sized_finds_the_topic_count_or_refuses() -> None:
 
 def test_generated_workload_matches_its_sizing(tmp_path: Path) -> None:
     w = b.sized(48, 25, 3, subscriptions_per_topic=4, partitions=2)
-    summary = generate(tmp_path, events=w.events, topics=w.topics, partitions=w.partitions,
-                       subscriptions_per_topic=w.subscriptions_per_topic, seed=w.seed, files=w.batches)
+    summary = generate(
+        tmp_path,
+        events=w.events,
+        topics=w.topics,
+        partitions=w.partitions,
+        subscriptions_per_topic=w.subscriptions_per_topic,
+        seed=w.seed,
+        files=w.batches,
+    )
     assert summary.subscriptions == w.subscriptions == 48
     assert [sum(1 for _ in p.open()) for p in summary.files] == [25, 25, 25]
 
@@ -80,11 +87,17 @@ def test_batch_and_phase_lines() -> None:
 
 def test_figures_take_the_median_over_batches_after_the_first_then_over_runs() -> None:
     def run(ack: list[float], thru: list[float]) -> b.RunResult:
-        return b.RunResult(ackstate=[b.BatchTiming(i, int(r), 1.0) for i, r in enumerate(ack)],
-                           passthrough=[b.BatchTiming(i, int(r), 1.0) for i, r in enumerate(thru)])
+        return b.RunResult(
+            ackstate=[b.BatchTiming(i, int(r), 1.0) for i, r in enumerate(ack)],
+            passthrough=[b.BatchTiming(i, int(r), 1.0) for i, r in enumerate(thru)],
+        )
 
-    figs = {f.name.split(",")[0] + (" first" if "first" in f.name else ""): f for f in b.figures(
-        b.QUICK, [run([10, 100, 300], [20, 400, 400]), run([10, 200, 200], [20, 400, 400])])}
+    figs = {
+        f.name.split(",")[0] + (" first" if "first" in f.name else ""): f
+        for f in b.figures(
+            b.QUICK, [run([10, 100, 300], [20, 400, 400]), run([10, 200, 200], [20, 400, 400])]
+        )
+    }
     assert figs["ackstate ingest"].value == 200  # run medians 200 and 200
     assert figs["Spark pass-through"].value == 400
     assert figs["ackstate / pass-through"].value == 0.5

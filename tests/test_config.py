@@ -32,7 +32,7 @@ def write(path: Path, text: str) -> Path:
 
 def test_defaults_are_pulsar_4_broker_defaults() -> None:
     config = load_config()
-    assert config.engine == PULSAR_4_DEFAULTS
+    assert config.engine == {**PULSAR_4_DEFAULTS, "deduplication": {}}  # no topic policies
     for key, value in PULSAR_4_DEFAULTS.items():
         assert getattr(config, key) == value
     assert config.ingest["trigger"] == "available-now"
@@ -138,3 +138,40 @@ def test_delta_jar_matches_the_pinned_python_package_and_the_pom() -> None:
     assert f"<delta.groupId>{config.delta['group']}</delta.groupId>" in pom
     assert f"<delta.artifactId>{config.delta['artifact']}</delta.artifactId>" in pom
     assert f"<delta.version>{config.delta['version']}</delta.version>" in pom
+
+
+def test_deduplication_policies_by_topic_and_namespace(tmp_path: Path) -> None:
+    from engine import EngineSettings
+
+    conf = write(
+        tmp_path / "dedup.toml",
+        "broker_deduplication_enabled = false\n"
+        "[deduplication]\n"
+        '"persistent://acme/billing/invoices" = false\n'
+        '"acme/billing" = true\n',
+    )
+    config = load_config(conf)
+    assert config.engine["deduplication"] == {
+        "persistent://acme/billing/invoices": False,
+        "acme/billing": True,
+    }
+    settings = EngineSettings.from_config(config.engine)
+    assert settings.deduplication_enabled("persistent://acme/billing/orders")  # the namespace's
+    assert not settings.deduplication_enabled("persistent://acme/billing/invoices")  # the topic's
+    assert not settings.deduplication_enabled("persistent://acme/other/orders")  # the broker's
+    assert not settings.deduplication_enabled("non-persistent://acme/billing/orders")
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ('"acme/billing" = 1', "must be true or false"),
+        ('"orders" = true', "give a persistent topic"),
+        ('"non-persistent://acme/billing/x" = true', "give a persistent topic"),
+        ('"persistent://acme/billing/x-partition-2" = true', "without -partition-N"),
+    ],
+)
+def test_bad_deduplication_policies_are_one_line_errors(tmp_path: Path, entry: str, message: str) -> None:
+    conf = write(tmp_path / "bad.toml", f"[deduplication]\n{entry}\n")
+    with pytest.raises(ConfigError, match=message):
+        load_config(conf)

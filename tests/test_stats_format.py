@@ -295,3 +295,37 @@ def test_unknown_subscription_is_an_error_naming_it():
     with pytest.raises(SubscriptionNotFoundError, match=f"subscription zz not found on topic {TOPIC}"):
         require_found(build_stats(rows, subscription="zz", topic=TOPIC), TOPIC, "zz")
     assert issubclass(NotFoundError, AckstateError)
+
+
+# ---- publishers ---------------------------------------------------------------------------------
+NP = "non-persistent://public/default/metrics"
+
+
+def producer_row(topic: str, partition: int, name: str, drops: int = 0) -> dict[str, Any]:
+    return {"topic": topic, "partition": partition, "producer_name": name, "msg_drop_count": drops}
+
+
+def test_publishers_are_listed_by_name_with_the_drop_count_on_non_persistent_topics():
+    cursors = [stats_row(TOPIC, -1, "s", "Shared")]
+    producers = [producer_row(TOPIC, -1, "b"), producer_row(TOPIC, -1, "a"), producer_row(NP, 2, "m", 12)]
+    result = roundtrip(build_stats(cursors, producer_rows=producers))
+    assert result[TOPIC]["publishers"] == [{"producerName": "a"}, {"producerName": "b"}]
+    # NonPersistentPublisherStats.msgDropRate is a rate; ackstate knows the exact count
+    assert result[f"{NP}-partition-2"] == {
+        "subscriptions": {},
+        "publishers": [{"producerName": "m", "msgDropCount": 12}],
+    }
+
+
+def test_a_topic_no_producer_sent_to_has_no_publishers_key():
+    result = build_stats([stats_row(TOPIC, -1, "s", "Shared")], producer_rows=[producer_row(OTHER, -1, "p")])
+    assert "publishers" not in result[TOPIC]
+    assert result[OTHER]["publishers"] == [{"producerName": "p"}]
+
+
+def test_publishers_follow_the_topic_and_subscription_filters():
+    cursors = [stats_row(TOPIC, -1, "s", "Shared"), stats_row(OTHER, -1, "t", "Shared")]
+    producers = [producer_row(TOPIC, -1, "a"), producer_row(OTHER, -1, "b"), producer_row(NP, -1, "c")]
+    assert set(build_stats(cursors, producer_rows=producers, topic=OTHER)) == {OTHER}
+    only_s = build_stats(cursors, producer_rows=producers, subscription="s")
+    assert set(only_s) == {TOPIC} and only_s[TOPIC]["publishers"] == [{"producerName": "a"}]

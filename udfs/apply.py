@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from engine import Cursor, EngineSettings, EventBatch, Ledgers, PartitionState
+from engine import Cursor, EngineSettings, EventBatch, Ledgers, PartitionState, Producers
 from engine.ackset import mask_to_words, unacked_count
 from engine.events import ACK_TYPE_CODE, EVENT_TYPES
 from engine.subscription import SINGLE_ACTIVE_MODES, Changes, Subscription
@@ -36,6 +36,7 @@ from schemas.udf import (
     REJECT,
     UPSERT,
 )
+from udfs.producers import emit_producer_rows, send_columns
 
 # the Arrow form of APPLY_OUTPUT, as Spark converts it (one definition of the row type)
 OUTPUT_ARROW = to_arrow_schema(APPLY_OUTPUT)
@@ -87,6 +88,7 @@ def events_to_batch(events: pa.Table) -> EventBatch:
         negative_ack_delay_ms=_ints(_col(events, "negative_ack_delay_ms"), 60_000, np.int64),
         max_redeliver_count=_ints(_col(events, "max_redeliver_count"), 0, np.int32),
         key=_col(events, "key").to_numpy(zero_copy_only=False).reshape(n),
+        sends=send_columns(events),
     )
 
 
@@ -103,6 +105,7 @@ def state_from_arrow(topic: str, partition: int, state: pa.Table) -> tuple[Parti
             result.ledgers = Ledgers.decode(row["state"])
             result.last_seq = row["last_seq"] if row["last_seq"] is not None else -1
             result.last_event_time = row["last_event_time"] or 0
+            result.producers = Producers.decode(row.get("producers_state"))
         else:
             encoded[row["subscription"]] = row["state"]
             result.cursors[row["subscription"]] = Cursor.decode(row["state"])
@@ -367,7 +370,9 @@ def apply_partition(
         ledgers=[current.ledgers.encode()],
         applied=[result.applied],
         stale=[result.stale],
+        producers_state=[current.producers.encode()],
     )
+    emit_producer_rows(out, current, result)
     for name, cursor in current.cursors.items():
         changed = name in result.changed
         if not changed and result.published == 0:

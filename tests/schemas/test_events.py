@@ -44,12 +44,19 @@ CONTRACT_ORDER = [
     "sequence_id",
     "highest_sequence_id",
     "num_messages",
+    # contract additions (README "Contract additions"), appended after the contract's fields
+    "connection_id",
+    "completed_at",
+    "chunk_id",
+    "num_chunks_from_msg",
+    "marker",
 ]
 
 _SPARK_TO_ARROW = {
     T.StringType(): pa.string(),
     T.LongType(): pa.int64(),
     T.IntegerType(): pa.int32(),
+    T.BooleanType(): pa.bool_(),
 }
 
 
@@ -133,6 +140,7 @@ def test_defaults_are_the_contract_ones() -> None:
         "max_redeliver_count": 0,
         "initial_position": "Latest",
         "num_messages": 1,
+        "marker": False,
     }
     assert MESSAGE_ID_DEFAULTS == {"batch_index": -1}
     assert set(EVENT_DEFAULTS) <= set(EVENT_FIELD_NAMES)

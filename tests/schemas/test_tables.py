@@ -14,7 +14,8 @@ from schemas.tables import (
 )
 
 EXPECTED_COLUMNS = {
-    "topic_partitions": "topic partition last_seq last_event_time ledgers query_id batch_id updated_at",
+    "topic_partitions": "topic partition last_seq last_event_time ledgers query_id batch_id updated_at "
+    "producers_state",
     "cursors": "topic partition subscription sub_type mark_delete mark_delete_ledger_id mark_delete_entry_id "
     "state state_format msg_backlog non_contiguous_deleted_ranges partial_batch_entries last_seq "
     "last_event_time query_id batch_id updated_at subscription_state",

@@ -45,6 +45,10 @@ def _publish(event_id: str, /, **fields: Any) -> str:
     return _line(event_id, **{**base, **fields})
 
 
+def _send(event_id: str, /, **fields: Any) -> str:
+    return _line(event_id, **{"type": "SEND", "producer_name": "p", "sequence_id": 4, **fields})
+
+
 def _subscribe(event_id: str, /, **fields: Any) -> str:
     base = {"type": "SUBSCRIBE", **_SUB, "consumer_name": "c1", "sub_type": "Shared"}
     return _line(event_id, **{**base, **fields})
@@ -210,6 +214,42 @@ CASES: dict[str, tuple[str | None, str | None, str | None]] = {
         V.NEGATIVE_POSITION,
         None,
     ),
+    # malformed sends (producer fields and the contract additions)
+    "send_without_producer": (
+        _send("sd-1", producer_name=_DROP),
+        V.MISSING_FIELD,
+        "SEND needs producer_name",
+    ),
+    "send_without_sequence_id": (_send("sd-2", sequence_id=None), V.MISSING_FIELD, "SEND needs sequence_id"),
+    "send_negative_sequence_id": (_send("sd-3", sequence_id=-1), V.INVALID_VALUE, "sequence_id -1 < 0"),
+    "send_negative_highest": (
+        _send("sd-4", highest_sequence_id=-5),
+        V.INVALID_VALUE,
+        "highest_sequence_id -5 < 0",
+    ),
+    "send_no_messages": (_send("sd-5", num_messages=0), V.INVALID_VALUE, "num_messages 0 < 1"),
+    "send_completed_before_received": (
+        _send("sd-6", topic="non-persistent://t/ns/x", completed_at=999),
+        V.INVALID_VALUE,
+        "completed_at 999 is before event_time 1000",
+    ),
+    "send_negative_connection": (_send("sd-7", connection_id=-2), V.INVALID_VALUE, "connection_id -2 < 0"),
+    "send_chunk_without_count": (
+        _send("sd-8", chunk_id=0),
+        V.INVALID_VALUE,
+        "chunk_id 0 needs num_chunks_from_msg",
+    ),
+    "send_chunk_outside_message": (
+        _send("sd-9", chunk_id=3, num_chunks_from_msg=3),
+        V.INVALID_VALUE,
+        "chunk_id 3 outside [0, num_chunks_from_msg 3)",
+    ),
+    "send_marker_not_boolean": (_send("sd-10", marker="yes"), V.MALFORMED_JSON, "marker"),
+    "send_failed_non_persistent": (
+        _line("sd-11", type="SEND_FAILED", topic="non-persistent://t/ns/x"),
+        V.INVALID_VALUE,
+        "SEND_FAILED on a non-persistent topic",
+    ),
     # valid
     "subscribe_with_defaults": (_subscribe("ok-sub"), None, None),
     "publish_batch": (
@@ -243,6 +283,21 @@ CASES: dict[str, tuple[str | None, str | None, str | None]] = {
     "close_consumer": (_line("ok-close", type="CLOSE_CONSUMER", **_SUB), None, None),
     "send_failed": (_line("ok-send-failed", type="SEND_FAILED"), None, None),
     "send": (_line("ok-send", type="SEND", producer_name="p", sequence_id=4, num_messages=2), None, None),
+    "send_with_every_producer_field": (
+        _send(
+            "ok-send-full",
+            topic="non-persistent://t/ns/x",
+            highest_sequence_id=9,
+            num_messages=6,
+            connection_id=3,
+            completed_at=1_500,
+            chunk_id=1,
+            num_chunks_from_msg=2,
+            marker=False,
+        ),
+        None,
+        None,
+    ),
     "non_persistent_partitioned": (
         _publish("ok-np", topic="non-persistent://t/ns/x", partition=2),
         None,

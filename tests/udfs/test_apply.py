@@ -19,7 +19,9 @@ from schemas.udf import (
     DELETE,
     PARTITION,
     PENDING,
+    PRODUCER,
     RANGE,
+    RECEIPT,
     REDELIVERY,
     REJECT,
     STATE_INPUT,
@@ -37,6 +39,7 @@ STATE_ARROW = pa.schema(
         pa.field("last_seq", pa.int64()),
         pa.field("last_event_time", pa.int64()),
         pa.field("sub_state", pa.binary()),
+        pa.field("producers_state", pa.binary()),
     ]
 )
 
@@ -165,3 +168,91 @@ def test_batches_of_differences_rebuild_the_engine_state_exactly():
     }
     assert pending and connected, "the workload must dispatch to Shared consumers"
     assert expected_ranges, "the workload must leave ack holes to make this test meaningful"
+
+
+def test_receipts_and_producers_across_batches_equal_the_engine_applied_whole():
+    """SENDs answered in a later batch come back as late receipts (row -1) keyed by seq; with
+    the producers' state carried in ``producers_state``, the rows equal one whole apply."""
+    topic = "persistent://public/default/udf-dedup"
+    events = []
+    for k in range(60):
+        producer = f"p{k % 3}"
+        events.append({"type": "SEND", "producer_name": producer, "sequence_id": k // 3 - (k % 7 == 0)})
+        if k % 4 == 3:
+            events.append(
+                {
+                    "type": "PUBLISH",
+                    "ledger_id": 10,
+                    "entry_id": k,
+                    "producer_name": producer,
+                    "sequence_id": k // 3 - (k % 7 == 0),
+                }
+            )
+        if k % 17 == 16:
+            events.append({"type": "SEND_FAILED"})
+    names = [f.name for f in EVENT_ARROW_SCHEMA]
+    events = [
+        {
+            **{n: None for n in names},
+            "event_id": f"e{i}",
+            "seq": i,
+            "event_time": i,
+            "topic": topic,
+            "partition": -1,
+            "num_messages": 1,
+            "marker": False,
+            **e,
+        }
+        for i, e in enumerate(events, 1)
+    ]
+    settings = EngineSettings(broker_deduplication_enabled=True)
+    key = (pa.scalar(topic), pa.scalar(-1, pa.int32()))
+    partition_row: dict = {}
+    receipts: dict[int, dict] = {}
+    producers: dict[str, tuple] = {}
+    late = 0
+    for start in range(0, len(events), 9):
+        chunk = [{**e, "_row": i} for i, e in enumerate(events[start : start + 9], start)]
+        state = pa.Table.from_pylist([partition_row] if partition_row else [], schema=STATE_ARROW)
+        out = apply_partition(key, pa.Table.from_pylist(chunk, schema=EVENTS_ARROW), state, settings)
+        for row in out.to_pylist():
+            if row["kind"] == PARTITION:
+                partition_row = {
+                    "topic": topic,
+                    "partition": -1,
+                    "kind": PARTITION,
+                    "state": row["ledgers"],
+                    "last_seq": row["last_seq"],
+                    "last_event_time": row["last_event_time"],
+                    "producers_state": row["producers_state"],
+                }
+            elif row["kind"] == PRODUCER:
+                producers[row["producer_name"]] = (
+                    row["highest_sequence_pushed"],
+                    row["highest_sequence_persisted"],
+                )
+            elif row["kind"] == RECEIPT:
+                answer = (row["ledger_id"], row["entry_id"], row["error"])
+                if row["row"] >= 0:
+                    assert row["seq"] not in receipts
+                    receipts[row["seq"]] = {"status": row["dedup_status"], "answer": answer}
+                else:  # the ingest's MERGE by seq updates only the answer
+                    assert row["dedup_status"] is None and receipts[row["seq"]]["answer"] == (
+                        None,
+                        None,
+                        None,
+                    )
+                    receipts[row["seq"]]["answer"] = answer
+                    late += 1
+    whole = PartitionState(topic, -1)
+    result = whole.apply(EventBatch.from_records(events), settings)
+    expected = {
+        r.seq: {"status": r.status, "answer": (*(r.position or (None, None)), r.error)}
+        for r in result.sends.receipts
+    }
+    assert receipts == expected
+    assert producers == {n: (p.pushed, p.persisted) for n, p in whole.producers.by_name.items()}
+    statuses = {r["status"] for r in receipts.values()}
+    assert statuses == {"NotDup", "Dup", "Unknown"}, "the workload must exercise every status"
+    assert late, "some sends must be answered in a later batch"
+    assert any(r["answer"][2] == "PersistenceError" for r in receipts.values() if r["status"] == "NotDup")

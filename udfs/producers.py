@@ -1,0 +1,79 @@
+"""The producer side of the apply UDF: Arrow producer fields in, ``producer``/``receipt`` rows out.
+
+A thin adapter like ``udfs.apply``: the SEND fields of the grouped events become an
+``engine.events.SendColumns`` (no loop per event), and what ``engine.dedup`` decided comes back
+as ``schemas.udf.APPLY_OUTPUT`` rows: one ``producer`` row per producer the batch changed, one
+``receipt`` row per SEND of the batch and per earlier SEND the batch answered late (``row`` -1,
+matched by ``seq`` in the ingest's MERGE).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from engine.events import SendColumns
+from schemas.udf import PRODUCER, RECEIPT, UPSERT
+
+if TYPE_CHECKING:
+    from engine import ApplyResult, PartitionState
+
+
+def send_columns(events: pa.Table) -> SendColumns:
+    """The producer fields of the events, columnar (absent numbers -1, ``num_messages`` 1)."""
+
+    def col(name: str) -> pa.Array:
+        return events.column(name).combine_chunks()
+
+    def ints(name: str, fill: int, dtype: Any) -> np.ndarray:
+        return np.asarray(col(name).fill_null(fill).to_numpy(zero_copy_only=False), dtype=dtype)
+
+    names = col("producer_name").dictionary_encode()
+    return SendColumns(
+        producer_code=np.asarray(names.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int32),
+        producer_names=names.dictionary.to_pylist(),
+        sequence_id=ints("sequence_id", -1, np.int64),
+        highest_sequence_id=ints("highest_sequence_id", -1, np.int64),
+        num_messages=ints("num_messages", 1, np.int32),
+        connection_id=ints("connection_id", -1, np.int64),
+        completed_at=ints("completed_at", -1, np.int64),
+        chunk_id=ints("chunk_id", -1, np.int32),
+        num_chunks_from_msg=ints("num_chunks_from_msg", -1, np.int32),
+        marker=np.asarray(col("marker").fill_null(False).to_numpy(zero_copy_only=False), dtype=bool),
+    )
+
+
+def emit_producer_rows(out: Any, state: PartitionState, result: ApplyResult) -> None:
+    """Append the ``producer`` and ``receipt`` rows of one applied batch to ``out`` (``_Rows``)."""
+    rows = state.producers.rows(result.sends.changed)
+    if rows:
+        out.add(
+            PRODUCER,
+            UPSERT,
+            len(rows),
+            producer_name=[name for name, _ in rows],
+            highest_sequence_pushed=[p.pushed for _, p in rows],
+            highest_sequence_persisted=[p.persisted for _, p in rows],
+            msg_drop_count=[p.msg_drop_count for _, p in rows],
+            last_event_time=[p.last_event_time for _, p in rows],
+        )
+    receipts = result.sends.receipts
+    if receipts:
+        out.add(
+            RECEIPT,
+            UPSERT,
+            len(receipts),
+            row=[r.row for r in receipts],
+            seq=[r.seq for r in receipts],
+            event_time=[r.event_time for r in receipts],
+            producer_name=[r.producer_name for r in receipts],
+            sequence_id=[r.sequence_id for r in receipts],
+            highest_sequence_id=[r.highest_sequence_id for r in receipts],
+            dedup_status=[r.status for r in receipts],
+            ledger_id=[None if r.position is None else r.position.ledger_id for r in receipts],
+            entry_id=[None if r.position is None else r.position.entry_id for r in receipts],
+            error=[r.error for r in receipts],
+            dropped=[r.dropped for r in receipts],
+        )
