@@ -3,7 +3,8 @@
 Each figure is the median of ``--runs`` runs and is printed with the machine and versions.
 ``--engine`` measures the engine alone (no Spark): apply throughput of an ack-heavy stream on
 one core, and the exact state size of a cursor with 10,000,000 ack holes. ``--ingest``
-(``jobs.bench_ingest``) measures the streaming ingest end to end against a Spark pass-through.
+(``jobs.bench_ingest``) measures the streaming ingest end to end against a Spark pass-through;
+``--dedup`` (``jobs.bench_dedup``) the same for a producer-heavy stream with deduplication on.
 """
 
 from __future__ import annotations
@@ -183,6 +184,12 @@ def run(args: argparse.Namespace) -> int:
                 flush=True,
             )
             for figure in bench_ingest(getattr(args, "config", None), runs, args.quick):
+                print(figure.line())
+        elif name == "dedup":
+            from jobs.bench_dedup import bench_dedup
+
+            print("dedup (producer sends through the ingest, deduplication on; against a pass-through):")
+            for figure in bench_dedup(getattr(args, "config", None), runs, args.quick):
                 print(figure.line())
         else:
             print(f"{name}: not available in this build")

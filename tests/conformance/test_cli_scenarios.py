@@ -38,6 +38,9 @@ CLI_SCENARIOS = (
     "rejected-records-do-not-stop-stream",
     "cumulative-ack-exclusive",
     "batch-index-cumulative",
+    "v29-dedup-is-duplicate",
+    "v30-dedup-with-failure",
+    "dedup-disabled-by-default",
 )
 
 
