@@ -5,7 +5,8 @@ Each figure is the median of ``--runs`` runs and is printed with the machine and
 one core, and the exact state size of a cursor with 10,000,000 ack holes. ``--ingest``
 (``jobs.bench_ingest``) measures the streaming ingest end to end against a Spark pass-through.
 ``--subscriptions`` (``jobs.bench_subscriptions``) measures per-subscription work (Failover
-assignment) over 100,000 subscriptions, in the engine and through its Spark UDF.
+assignment) over 100,000 subscriptions, in the engine and through its Spark UDF;
+``--dedup`` (``jobs.bench_dedup``) measures the ingest of a producer-heavy stream with deduplication on.
 """
 
 from __future__ import annotations
@@ -191,6 +192,12 @@ def run(args: argparse.Namespace) -> int:
 
             print("subscriptions (engine on one core; Spark UDF on local Spark):", flush=True)
             bench_subscriptions(getattr(args, "config", None), runs, args.quick)  # prints as it goes
+        elif name == "dedup":
+            from jobs.bench_dedup import bench_dedup
+
+            print("dedup (producer sends through the ingest, deduplication on; against a pass-through):")
+            for figure in bench_dedup(getattr(args, "config", None), runs, args.quick):
+                print(figure.line())
         else:
             print(f"{name}: not available in this build")
             return 2

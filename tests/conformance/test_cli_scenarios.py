@@ -53,6 +53,10 @@ CLI_SCENARIOS = (
     "shared-consumer-close",
     "shared-unacked-messages-backlog-entries",
     "nack-due-after-delay",
+    # producer dedup (issue 5)
+    "v29-dedup-is-duplicate",
+    "v30-dedup-with-failure",
+    "dedup-disabled-by-default",
 )
 
 

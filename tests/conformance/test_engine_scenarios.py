@@ -117,3 +117,67 @@ def _pair_up(actual: list[dict], expected: list[dict]) -> bool:
         else:
             return False
     return True
+
+
+def _checks_producers(path: Path) -> bool:
+    text = path.read_text()
+    return '"send_receipts"' in text or '"producers"' in text
+
+
+PRODUCER_FILES = [p for p in FILES if _checks_producers(p)]
+
+
+def _rows(spec: list | dict) -> tuple[list[dict], bool]:
+    return (spec, False) if isinstance(spec, list) else (spec["rows"], bool(spec.get("exact")))
+
+
+@pytest.mark.parametrize("path", PRODUCER_FILES, ids=[p.stem for p in PRODUCER_FILES])
+def test_scenario_producers(path: Path):
+    """The ``send_receipts`` and ``producers`` rows a scenario expects, from the engine's
+    receipts (by the SEND's seq, which is the event's position in the file) and producers."""
+    scenario = json.loads(path.read_text())
+    settings = EngineSettings.from_config(scenario.get("config", {}))
+    checked = 0
+    for cp in scenario["checkpoints"]:
+        tables = cp.get("tables", {})
+        if not {"send_receipts", "producers"} & set(tables):
+            continue
+        partition = cp.get("partition", scenario["partition"])
+        state = PartitionState(scenario["topic"], partition)
+        result = state.apply(EventBatch.from_records(_events(scenario, cp["after"], partition)), settings)
+        receipts = {
+            r.seq: {
+                "producer_name": r.producer_name,
+                "sequence_id": r.sequence_id,
+                "highest_sequence_id": r.highest_sequence_id,
+                "dedup_status": r.status,
+                "receipt": None if r.position is None else str(r.position),
+                "error": r.error,
+            }
+            for r in result.sends.receipts
+        }
+        producers = {
+            name: {
+                "producer_name": name,
+                "highest_sequence_pushed": p.pushed,
+                "highest_sequence_persisted": p.persisted,
+            }
+            for name, p in state.producers.by_name.items()
+        }
+        expected, exact = _rows(tables.get("send_receipts", []))
+        for row in expected:
+            actual = receipts[row["@event"]]
+            assert {k: actual[k] for k in row if k != "@event"} == {
+                k: v for k, v in row.items() if k != "@event"
+            }
+            checked += 1
+        if exact:
+            assert len(receipts) == len(expected), f"after {cp['after']}: receipts"
+        expected, exact = _rows(tables.get("producers", []))
+        for row in expected:
+            actual = producers[row["producer_name"]]
+            assert {k: actual[k] for k in row} == row, f"after {cp['after']}"
+            checked += 1
+        if exact:
+            assert len(producers) == len(expected)
+    assert checked
