@@ -1,7 +1,8 @@
 """The active-consumer UDF: one topic partition's consumers -> who is active in each subscription.
 
 A thin adapter (DESIGN.md: ``udfs/`` only converts) from ``consumers`` table rows
-(``schemas.udf.FAILOVER_INPUT_COLUMNS``), grouped by (``topic``, ``partition``), to
+(``schemas.udf.FAILOVER_INPUT_COLUMNS``), grouped by (``topic``, ``partition``) (or by buckets
+of topic partitions, see ``active_consumers``), to
 ``engine.failover.select_active_many`` and back to ``schemas.udf.FAILOVER_OUTPUT``: one output
 row per input row, so the result can be MERGEd into ``consumers.is_active`` as it is.
 
@@ -52,41 +53,55 @@ def _numbers(column: pa.ChunkedArray, fill: int) -> np.ndarray:
     return np.asarray(column.fill_null(fill).to_numpy(), dtype=np.int64)
 
 
-def failover_partition(key: tuple[Any, ...], consumers: pa.Table, settings: FailoverSettings) -> pa.Table:
-    """Active consumer of every Exclusive/Failover subscription of one topic partition."""
-    topic, partition = key[0].as_py(), int(key[1].as_py())
+def failover_rows(consumers: pa.Table, settings: FailoverSettings) -> pa.Table:
+    """Active consumer of every Exclusive/Failover subscription among ``consumers`` rows, which
+    may span any number of topic partitions (a subscription is a (topic, partition,
+    subscription) triple)."""
     n = consumers.num_rows
-    # a topic partition has few consumers, so its string columns go through Python lists: a
-    # handful of Arrow compute calls would cost more than the whole selection
+    # a group holds few consumers, so its string columns go through Python lists: a handful of
+    # Arrow compute calls would cost more than the whole selection
     sub_type = consumers.column("sub_type").to_pylist()
     connected = consumers.column("connected").to_pylist()
     single = np.fromiter((t in SINGLE_ACTIVE_TYPES for t in sub_type), dtype=bool, count=n)
     rows = np.flatnonzero(single & np.fromiter((c is True for c in connected), dtype=bool, count=n))
     is_active = np.zeros(n, dtype=bool)
     if rows.size:
-        subscriptions = consumers.column("subscription").to_pylist()
-        codes: dict[str, int] = {}
-        sub_code = np.fromiter((codes.setdefault(s, len(codes)) for s in subscriptions), np.int64, count=n)
-        subscribed_at = _numbers(consumers.column("subscribed_at"), np.iinfo(np.int64).min)
-        consumer_id = _numbers(consumers.column("consumer_id"), -1)
-        # subscription order within each subscription (see the module docstring)
-        rows = rows[np.lexsort((consumer_id[rows], subscribed_at[rows], sub_code[rows]))]
-        names = consumers.column("consumer_name").to_pylist()
-        failover_index = dispatcher_partition_index(topic, partition)
         row_list = rows.tolist()
+        topics = consumers.column("topic").to_pylist()
+        partitions = consumers.column("partition").to_pylist()
+        subscriptions = consumers.column("subscription").to_pylist()
+        codes: dict[tuple[str, int, str], int] = {}
+        sub_code = np.fromiter(
+            (codes.setdefault((topics[i], partitions[i], subscriptions[i]), len(codes)) for i in row_list),
+            dtype=np.int64,
+            count=rows.size,
+        )
+        subscribed_at = _numbers(consumers.column("subscribed_at"), np.iinfo(np.int64).min)[rows]
+        consumer_id = _numbers(consumers.column("consumer_id"), -1)[rows]
+        # subscription order within each subscription (see the module docstring)
+        order = np.lexsort((consumer_id, subscribed_at, sub_code))
+        rows, sub_code, row_list = rows[order], sub_code[order], rows[order].tolist()
+        names = consumers.column("consumer_name").to_pylist()
+        dispatcher = {
+            (t, p): (pulsar_topic_name(t, p), dispatcher_partition_index(t, p))
+            for t, p in {(topics[i], partitions[i]) for i in row_list}
+        }
         selection = select_active_many(
-            group=sub_code[rows],
+            group=sub_code,
             priority=_numbers(consumers.column("priority_level"), 0)[rows],
             name=[names[i] if names[i] is not None else "" for i in row_list],  # ServerCnx: "" if unset
-            partition_index=[0 if sub_type[i] == "Exclusive" else failover_index for i in row_list],
-            topic_name=[pulsar_topic_name(topic, partition)] * rows.size,
+            partition_index=[
+                0 if sub_type[i] == "Exclusive" else dispatcher[(topics[i], partitions[i])][1]
+                for i in row_list
+            ],
+            topic_name=[dispatcher[(topics[i], partitions[i])][0] for i in row_list],
             consistent_hashing=settings.active_consumer_failover_consistent_hashing,
         )
         is_active[rows[selection.rows]] = True
     return pa.Table.from_arrays(
         [
-            pa.array([topic] * n, pa.string()),
-            pa.array(np.full(n, partition, dtype=np.int32)),
+            consumers.column("topic").combine_chunks(),
+            consumers.column("partition").combine_chunks(),
             consumers.column("subscription").combine_chunks(),
             consumers.column("consumer_id").combine_chunks(),
             pa.array(is_active, mask=~single),
@@ -95,17 +110,32 @@ def failover_partition(key: tuple[Any, ...], consumers: pa.Table, settings: Fail
     )
 
 
-def active_consumers(consumers: DataFrame, settings: FailoverSettings) -> DataFrame:
-    """``consumers`` rows -> ``FAILOVER_OUTPUT`` rows, one grouped Arrow UDF call per topic
-    partition (shaped for ``DataFrame.transform`` with ``functools.partial``)."""
+def failover_partition(key: tuple[Any, ...], consumers: pa.Table, settings: FailoverSettings) -> pa.Table:
+    """The grouped-UDF body: ``key`` is the group's key (a topic partition, or a bucket of them
+    with ``active_consumers(buckets=...)``); the rows say which topic partition they belong to."""
+    return failover_rows(consumers, settings)
+
+
+def active_consumers(
+    consumers: DataFrame, settings: FailoverSettings, *, buckets: int | None = None
+) -> DataFrame:
+    """``consumers`` rows -> ``FAILOVER_OUTPUT`` rows through a grouped Arrow UDF.
+
+    By default one UDF call per topic partition (``groupBy("topic", "partition")``). Spark
+    charges a fixed cost per group (an Arrow stream to and from the Python worker), which
+    dominates when topic partitions hold a few consumers each; ``buckets`` groups by
+    ``pmod(hash(topic, partition), buckets)`` instead, so each call selects for many topic
+    partitions at once (``engine.failover.select_active_many`` is built for that)."""
+    from pyspark.sql import functions as F
 
     def select(key: Any, table: Any) -> Any:
         from udfs.failover import failover_partition
 
         return failover_partition(key, table, settings)
 
-    return (
-        consumers.select(*FAILOVER_INPUT_COLUMNS)
-        .groupBy("topic", "partition")
-        .applyInArrow(select, FAILOVER_OUTPUT)
-    )
+    rows = consumers.select(*FAILOVER_INPUT_COLUMNS)
+    if buckets is None:
+        grouped = rows.groupBy("topic", "partition")
+    else:
+        grouped = rows.groupBy(F.pmod(F.hash("topic", "partition"), F.lit(buckets)).alias("_bucket"))
+    return grouped.applyInArrow(select, FAILOVER_OUTPUT)

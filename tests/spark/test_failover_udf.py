@@ -126,13 +126,14 @@ def _random_consumers(seed: int) -> list[dict[str, Any]]:
     return rows
 
 
-@pytest.mark.parametrize("consistent_hashing", [False, True])
+@pytest.mark.parametrize(("consistent_hashing", "buckets"), [(False, None), (True, None), (False, 3)])
 def test_udf_agrees_with_the_engine_per_subscription(
-    spark: SparkSession, warehouse: Path, consistent_hashing: bool
+    spark: SparkSession, warehouse: Path, consistent_hashing: bool, buckets: int | None
 ) -> None:
+    """Per topic partition (the default) and over buckets of topic partitions alike."""
     rows = _random_consumers(seed=11)
     consumers = _write_and_read(spark, warehouse, rows)
-    out = active_consumers(consumers, FailoverSettings(consistent_hashing)).collect()
+    out = active_consumers(consumers, FailoverSettings(consistent_hashing), buckets=buckets).collect()
     got = {(r["topic"], r["partition"], r["subscription"], r["consumer_id"]): r["is_active"] for r in out}
     assert len(got) == len(rows)
 

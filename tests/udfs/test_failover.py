@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from engine.failover import FailoverSettings, select_active
 from schemas.udf import FAILOVER_INPUT_COLUMNS, FAILOVER_OUTPUT
-from udfs.failover import OUTPUT_ARROW, failover_partition
+from udfs.failover import OUTPUT_ARROW, failover_partition, failover_rows
 
 INPUT_ARROW = pa.schema(
     [
@@ -46,6 +46,7 @@ def _row(sub: str, cid: int, name: str | None, at: int | None, **kw: Any) -> dic
 
 
 def _run(rows: list[dict[str, Any]], topic: str = TOPIC, partition: int = 0, ring: bool = False) -> dict:
+    rows = [dict(r, topic=topic, partition=partition) for r in rows]  # one topic partition's rows
     table = pa.Table.from_pylist(rows, schema=INPUT_ARROW)
     key = (pa.scalar(topic), pa.scalar(partition, pa.int32()))
     out = failover_partition(key, table, FailoverSettings(ring))
@@ -127,3 +128,31 @@ def test_missing_name_is_the_empty_string() -> None:
 def test_no_eligible_consumer() -> None:
     rows = [_row("s", 1, "a", 1, connected=False), _row("t", 1, "a", 1, sub_type="Shared")]
     assert _run(rows) == {("s", 1): False, ("t", 1): None}
+
+
+def test_rows_of_many_topic_partitions_at_once_select_as_one_partition_at_a_time() -> None:
+    """The bucketed grouping: one call, several topic partitions, same picks per partition."""
+    layouts = {
+        ("persistent://t/ns/a", 0): [("s", 1, "b", 1), ("s", 2, "a", 2), ("x", 1, "z", 1)],
+        ("persistent://t/ns/a", 1): [("s", 1, "b", 1), ("s", 2, "a", 2)],
+        ("persistent://t/ns/b", -1): [("s", 1, "b", 1), ("s", 2, "a", 2), ("s", 3, "c", 3)],
+        ("non-persistent://t/ns/c", -1): [("s", 1, "b", 1), ("s", 2, "a", 2)],
+    }
+    expected = {}
+    every_row = []
+    for (topic, partition), consumers in layouts.items():
+        rows = [
+            dict(_row(sub, cid, name, at), topic=topic, partition=partition)
+            for sub, cid, name, at in consumers
+        ]
+        every_row.extend(rows)
+        for (sub, cid), on in _run(rows, topic=topic, partition=partition).items():
+            expected[(topic, partition, sub, cid)] = on
+    every_row.reverse()  # row order does not matter
+    out = failover_rows(pa.Table.from_pylist(every_row, schema=INPUT_ARROW), FailoverSettings())
+    got = {
+        (r["topic"], r["partition"], r["subscription"], r["consumer_id"]): r["is_active"]
+        for r in out.to_pylist()
+    }
+    assert got == expected
+    assert sum(1 for on in got.values() if on) == 5
