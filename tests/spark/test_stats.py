@@ -166,16 +166,20 @@ def test_internal_stats_of_every_topic(capsys, filled):
 def test_stats_with_filters_and_not_found(capsys, filled, tmp_path):
     code, out, _ = run(capsys, "stats", "--warehouse", str(filled))
     assert code == 0
+    # the cursors are written directly, with no consumer rows: no consumer is connected
     assert out[PLAIN]["subscriptions"]["sub"] == {
         "msgBacklog": 4,
         "type": "Exclusive",
         "unackedMessages": 0,
         "nonContiguousDeletedMessagesRanges": 1,
+        "consumers": [],
     }
     assert out[f"{PARTITIONED}-partition-0"]["subscriptions"]["work"] == {
         "msgBacklog": 2,
         "type": "Shared",
         "nonContiguousDeletedMessagesRanges": 0,
+        "unackedMessages": 0,
+        "consumers": [],
     }
 
     code, out, _ = run(capsys, "stats", "--warehouse", str(filled), "--topic", PARTITIONED)
@@ -200,6 +204,7 @@ def test_stats_with_filters_and_not_found(capsys, filled, tmp_path):
                     "type": "Failover",
                     "unackedMessages": 0,
                     "nonContiguousDeletedMessagesRanges": 0,
+                    "consumers": [],
                 }
             }
         }
