@@ -3,20 +3,22 @@
 The shared scenarios (v29, v30, dedup-disabled-by-default) run through the runner in
 tests/conformance/test_cli_scenarios.py. The cases here need the contract additions (chunks,
 markers, connections and completion times) or a ``[deduplication]`` policy in ``--conf``:
-``ackstate ingest`` and ``ackstate stats`` run as a user runs them (a separate process), and the
-tables are read back here.
+``ackstate ingest`` and ``ackstate stats`` run through the CLI's ``main`` with the arguments a
+user gives (in this process, so on the tests' Spark session: a JVM per command costs minutes
+on a busy 2-core machine), and the tables are read back here.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from jobs.cli import main
 from jobs.tables import read_table
 
 ON = "persistent://acme/on/orders"  # deduplication on by its namespace's policy
@@ -124,7 +126,7 @@ EVENTS: list[tuple[str, str, dict[str, Any], tuple | None]] = [
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> tuple[Path, dict[str, Any]]:
+def run(spark, tmp_path_factory) -> tuple[Path, dict[str, Any]]:
     base = tmp_path_factory.mktemp("dedup-cli")
     source, warehouse = base / "source", base / "warehouse"
     source.mkdir()
@@ -147,14 +149,11 @@ def run(tmp_path_factory) -> tuple[Path, dict[str, Any]]:
     conf = base / "dedup.toml"
     conf.write_text(CONF)
     common = ["--warehouse", str(warehouse), "--conf", str(conf)]
-    cli = [sys.executable, "-m", "jobs.cli"]
-    ingest = subprocess.run(
-        [*cli, "ingest", "--source", str(source), *common], capture_output=True, text=True, timeout=900
-    )
-    assert ingest.returncode == 0, ingest.stderr[-3000:]
-    stats = subprocess.run([*cli, "stats", *common], capture_output=True, text=True, timeout=600)
-    assert stats.returncode == 0, stats.stderr[-3000:]
-    return warehouse, json.loads(stats.stdout)
+    assert main(["ingest", "--source", str(source), *common]) == 0
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["stats", *common]) == 0
+    return warehouse, json.loads(out.getvalue())
 
 
 def test_receipts_follow_spec_7(spark, run):
