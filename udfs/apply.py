@@ -76,6 +76,7 @@ def _arrow_type(name: str) -> pa.DataType:
         "dedup_status": pa.string(),
         "error": pa.string(),
         "dropped": pa.bool_(),
+        "event_id": pa.string(),
     }[name]
 
 
@@ -276,7 +277,7 @@ def apply_partition(
         stale=[result.stale],
         producers_state=[current.producers.encode()],
     )
-    emit_producer_rows(out, current, result)
+    emit_producer_rows(out, current, result, events)
     for name, cursor in current.cursors.items():
         changed = name in result.changed
         if not changed and result.published == 0:
