@@ -202,7 +202,6 @@ class Producers:
         this_batch: dict[int, Receipt] = {}
         limit = settings.max_concurrent_non_persistent_message_per_connection
         columns = zip(
-            order.tolist(),
             batch.type[order].tolist(),
             batch.seq[order].tolist(),
             batch.row[order].tolist(),
@@ -211,39 +210,46 @@ class Producers:
             cols.producer_code[order].tolist(),
             cols.sequence_id[order].tolist(),
             cols.highest_sequence_id[order].tolist(),
+            cols.num_messages[order].tolist(),
+            cols.connection_id[order].tolist(),
+            cols.completed_at[order].tolist(),
+            cols.chunk_id[order].tolist(),
+            cols.num_chunks_from_msg[order].tolist(),
+            cols.marker[order].tolist(),
+            batch.ledger_id[order].tolist(),
+            batch.entry_id[order].tolist(),
             strict=True,
         )
-        for i, kind, seq, row, event_time, now, code, sequence_id, highest in columns:
+        for (
+            kind, seq, row, event_time, now, code, sequence_id, highest, messages, connection, completed_at,
+            chunk, chunks, marker, ledger_id, entry_id,
+        ) in columns:  # fmt: skip
             name = names[code] if code >= 0 else None
             if kind == SEND:
                 if name is None or sequence_id < 0:
                     result.rejects.append((row, "missing_field", "SEND needs producer_name and sequence_id"))
                     continue
-                highest = max(highest, sequence_id)
+                if highest < sequence_id:
+                    highest = sequence_id
                 receipt = Receipt(seq, row, event_time, name, sequence_id, highest, NOT_DUP, dropped=False)
                 this_batch[seq] = receipt
                 result.receipts.append(receipt)
                 producer = self._producer(name, event_time, result)
                 if persistent:
-                    self._send(producer, receipt, sequence_id, highest, cols, i, dedup)
+                    # only the last chunk of a chunked message is checked and recorded
+                    self._send(producer, receipt, dedup, marker, chunk < 0 or chunk == chunks - 1)
                 else:
-                    self._send_non_persistent(producer, receipt, cols, i, now, limit)
+                    self._send_non_persistent(
+                        producer, receipt, now, connection, completed_at, messages, limit
+                    )
             elif kind == SEND_FAILED:
                 if not persistent:
                     result.rejects.append((row, "invalid_value", "SEND_FAILED on a non-persistent topic"))
                     continue
                 self._send_failed(dedup, this_batch, result)
             else:
-                self._published(
-                    name,
-                    sequence_id,
-                    highest,
-                    Position(int(batch.ledger_id[i]), int(batch.entry_id[i])),
-                    event_time,
-                    dedup,
-                    this_batch,
-                    result,
-                )
+                position = Position(ledger_id, entry_id)
+                self._published(name, sequence_id, highest, position, event_time, dedup, this_batch, result)
         self._expire_in_flight(int(clock[-1]))
         return result
 
@@ -251,7 +257,8 @@ class Producers:
         producer = self.by_name.get(name)
         if producer is None:
             producer = self.by_name[name] = Producer()
-        producer.last_event_time = max(producer.last_event_time, event_time)
+        if event_time > producer.last_event_time:
+            producer.last_event_time = event_time
         result.changed.add(name)
         return producer
 
@@ -263,46 +270,46 @@ class Producers:
                 result.changed.add(name)
         self.dedup_enabled = enabled
 
-    def _send(
-        self,
-        producer: Producer,
-        receipt: Receipt,
-        sequence_id: int,
-        highest: int,
-        cols: Any,
-        i: int,
-        dedup: bool,
-    ) -> None:
-        """``PersistentTopic.publishMessage``: isDuplicate, then append, answer or refuse."""
-        chunk, chunks = int(cols.chunk_id[i]), int(cols.num_chunks_from_msg[i])
-        marker = bool(cols.marker[i])
-        # only the last chunk of a chunked message is checked and recorded (IS_LAST_CHUNK)
-        last_chunk_or_whole = chunk < 0 or chunk == chunks - 1
+    @staticmethod
+    def _send(producer: Producer, receipt: Receipt, dedup: bool, marker: bool, whole_or_last: bool) -> None:
+        """``PersistentTopic.publishMessage``: isDuplicate, then append, answer or refuse.
+
+        ``isDuplicate`` answers NotDup without looking when deduplication is off, for a marker,
+        and for a chunk but the last (``IS_LAST_CHUNK`` false: its PUBLISH records nothing).
+        """
+        sequence_id, highest = receipt.sequence_id, receipt.highest_sequence_id
+        assert sequence_id is not None and highest is not None
         status = NOT_DUP
-        if dedup and not marker and last_chunk_or_whole:
+        if dedup and not marker and whole_or_last:
             status = is_duplicate(producer, sequence_id, highest)
-        receipt.status = status
+            receipt.status = status
         if status == DUP:
             receipt.position = DUP_RECEIPT
         elif status == UNKNOWN:
             receipt.error = PERSISTENCE_ERROR  # completed(MessageDupUnknownException, -1, -1)
         else:
-            records = not marker and last_chunk_or_whole
-            producer.pending.append(PendingSend(receipt.seq, sequence_id, highest, records))
+            producer.pending.append(
+                PendingSend(receipt.seq, sequence_id, highest, not marker and whole_or_last)
+            )
 
     def _send_non_persistent(
-        self, producer: Producer, receipt: Receipt, cols: Any, i: int, now: int, limit: int
+        self,
+        producer: Producer,
+        receipt: Receipt,
+        now: int,
+        connection: int,
+        completed_at: int,
+        messages: int,
+        limit: int,
     ) -> None:
         """``ServerCnx.handleSend`` on a non-persistent topic: the per-connection limit."""
-        connection = int(cols.connection_id[i])
         heap = self.in_flight.get(connection)
         while heap and heap[0] <= now:
             heapq.heappop(heap)
         if heap is not None and len(heap) > limit:
             receipt.position, receipt.dropped = DROPPED_RECEIPT, True
-            producer.msg_drop_count += int(cols.num_messages[i])
+            producer.msg_drop_count += messages
             return
-        completed_at = int(cols.completed_at[i])
         if completed_at > now:
             heapq.heappush(self.in_flight.setdefault(connection, []), completed_at)
         receipt.position = NON_PERSISTENT_RECEIPT

@@ -79,21 +79,7 @@ def partition_events(n: int, producers: int, rng: random.Random) -> list[dict]:
         r = rng.random()
         p = rng.randrange(producers)
         name = f"producer-{p}"
-        if r < 0.55 or (r < 0.85 and not in_flight):
-            size = 1 if rng.random() < 0.8 else rng.randint(2, 10)
-            lo = next_id[p]
-            next_id[p] += size
-            in_flight.append((p, lo, lo + size - 1))
-            out.append(
-                {
-                    "type": "SEND",
-                    "producer_name": name,
-                    "sequence_id": lo,
-                    "highest_sequence_id": lo + size - 1,
-                    "num_messages": size,
-                }
-            )
-        elif r < 0.85:
+        if in_flight and (len(in_flight) > 16 or r < 0.40):  # the ledger keeps up with the sends
             q, lo, hi = in_flight.popleft()
             persisted[q].append(lo)
             out.append(
@@ -108,9 +94,23 @@ def partition_events(n: int, producers: int, rng: random.Random) -> list[dict]:
                 }
             )
             entry += 1
-        elif r < 0.95 and persisted[p]:
+        elif r < 0.80:
+            size = 1 if rng.random() < 0.8 else rng.randint(2, 10)
+            lo = next_id[p]
+            next_id[p] += size
+            in_flight.append((p, lo, lo + size - 1))
+            out.append(
+                {
+                    "type": "SEND",
+                    "producer_name": name,
+                    "sequence_id": lo,
+                    "highest_sequence_id": lo + size - 1,
+                    "num_messages": size,
+                }
+            )
+        elif r < 0.92 and persisted[p]:  # a resend of a persisted id: Dup
             out.append({"type": "SEND", "producer_name": name, "sequence_id": rng.choice(persisted[p])})
-        elif r < 0.995 and in_flight:
+        elif r < 0.995 and in_flight:  # a resend of an id in flight: Unknown
             q, lo, hi = rng.choice(in_flight)
             out.append(
                 {
@@ -123,7 +123,7 @@ def partition_events(n: int, producers: int, rng: random.Random) -> list[dict]:
             )
         elif r >= 0.995:
             out.append({"type": "SEND_FAILED"})
-            for q, lo, hi in list(in_flight):  # the producers resend what failed, as it was
+            for q, lo, hi in in_flight:  # the producers resend what failed, as it was built
                 out.append(
                     {
                         "type": "SEND",
@@ -227,7 +227,7 @@ def bench_dedup(
     echo: Callable[[str], None] | None = None,
     workdir: Path | None = None,
 ) -> list[Figure]:
-    from jobs.bench_ingest import run_passthrough
+    from jobs.bench_ingest import _capture_ingest_log, phases_line, run_passthrough
     from jobs.session import get_spark
 
     echo = echo or (lambda line: print(line, flush=True))
@@ -245,8 +245,13 @@ def bench_dedup(
         send_rates, event_rates, thru_rates, ratios = [], [], [], []
         for run in range(1, runs + 1):
             run_dir = work / f"run-{run}"
-            thru = run_passthrough(spark, source, run_dir / "passthrough")
-            ack = run_ackstate_dedup(spark, source, run_dir / "warehouse", summary.sends)
+            with _capture_ingest_log() as (phase_log, forward):
+                forward.quiet = True
+                try:
+                    thru = run_passthrough(spark, source, run_dir / "passthrough")
+                finally:
+                    forward.quiet = False
+                ack = run_ackstate_dedup(spark, source, run_dir / "warehouse", summary.sends)
             echo(f"  run {run}:")
             for t in thru:
                 echo(f"    pass-through  batch {t.batch_id}: {t.rows:>9,} events in {t.seconds:7.2f} s")
@@ -255,6 +260,8 @@ def bench_dedup(
                     f"    ackstate      batch {a.batch_id}: {a.events:>9,} events ({a.sends:,} sends) "
                     f"in {a.seconds:7.2f} s = {a.sends / a.seconds:,.0f} sends/s"
                 )
+                if a.batch_id in phase_log.phases:
+                    echo(phases_line(phase_log.phases[a.batch_id], a.seconds))
             s = _sustained([a.sends / a.seconds for a in ack])
             e = _sustained([a.events / a.seconds for a in ack])
             p = _sustained([t.events_per_second for t in thru])

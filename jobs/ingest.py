@@ -412,7 +412,7 @@ class BatchWriter:
                 "producers_state",
             )
             self._merge(spark, "topic_partitions", part_rows, batch_id, tag)
-        write_producer_tables(self, spark, valid, out, kinds, batch_id, tag, lineage)
+        write_producer_tables(self, spark, out, kinds, batch_id, tag, lineage)
         if RANGE in kinds:
             ranges = out.filter(F.col("kind") == RANGE).select(
                 "topic",
@@ -600,12 +600,14 @@ class BatchWriter:
         matched: list[tuple[str | None, list[str] | None]] | None = None,
         insert: str | None = None,
         keys: tuple[str, ...] | None = None,
+        app_id: str | None = None,
     ) -> None:
         """MERGE ``source`` into ``table`` on its key, idempotently for (app id, batch id).
 
         Clauses in order: ``delete_when`` (matched rows to delete), ``matched`` ((condition,
         columns to set or None for all) updates), then insert unmatched rows where ``insert``.
-        ``keys`` replaces the table's key when rows are matched by another unique column set.
+        ``keys`` replaces the table's key when rows are matched by another unique column set;
+        ``app_id`` the query's app id for a second write to one table in one batch.
         """
         from delta.tables import DeltaTable
 
@@ -625,7 +627,7 @@ class BatchWriter:
                 condition=condition, set={c: f"s.`{c}`" for c in (cols or columns)}
             )
         merge = merge.whenNotMatchedInsert(condition=insert, values={c: f"s.`{c}`" for c in columns})
-        self._idempotent(spark, batch_id, tag, merge.execute)
+        self._idempotent(spark, batch_id, tag, merge.execute, app_id)
         self._phases.done(f"merge {table}")
 
     def _merge_changes(
@@ -635,9 +637,11 @@ class BatchWriter:
         is_delete = f"s.op = '{DELETE}'"
         self._merge(spark, table, source, batch_id, tag, delete_when=is_delete, insert=f"NOT ({is_delete})")
 
-    def _idempotent(self, spark: SparkSession, batch_id: int, tag: str, action: Any) -> None:
+    def _idempotent(
+        self, spark: SparkSession, batch_id: int, tag: str, action: Any, app_id: str | None = None
+    ) -> None:
         conf = spark.conf
-        conf.set("spark.databricks.delta.write.txnAppId", self.options.app_id)
+        conf.set("spark.databricks.delta.write.txnAppId", app_id or self.options.app_id)
         conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
         conf.set("spark.databricks.delta.commitInfo.userMetadata", tag)
         try:

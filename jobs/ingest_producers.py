@@ -6,23 +6,27 @@ MERGE (``txnAppId``/``txnVersion``), so a batch re-run after a crash writes them
 
 * ``producers``: one upsert per producer the batch changed, keyed by (topic, partition,
   producer_name).
-* ``send_receipts``: one row per SEND. The UDF names a SEND by its ``row`` (the input order id)
-  and ``seq``; ``event_id`` is joined back from the batch's valid events, as for the engine's
-  rejections. A receipt answered later (its PUBLISH or a SEND_FAILED in a later batch) comes
-  back with ``row`` -1 and only the answer: it is matched by (topic, partition, seq), which is
-  unique because a partition applies each seq once, and updates only the answer columns.
+* ``send_receipts``: one row per SEND, appended with the ``event_id`` the UDF looked up (a
+  batch's SENDs are new rows: a partition applies each seq once). A receipt answered later
+  (its PUBLISH or a SEND_FAILED in a later batch) comes back without ``event_id`` and with only
+  the answer: a MERGE matches it by (topic, partition, seq) and updates the answer columns.
+  The append and that MERGE are two idempotent writes with their own app ids.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from schemas.udf import PRODUCER, RECEIPT
+from schemas.tables import TABLES
+from schemas.udf import LATE_RECEIPT, PRODUCER, RECEIPT
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 RECEIPT_KEYS = ("topic", "partition", "seq")
+# A second write to send_receipts in one batch needs its own idempotency key (Delta skips a
+# second commit of the same txnAppId and txnVersion to a table).
+LATE_ANSWERS_SUFFIX = ":late-receipts"
 # What a late answer sets on the receipt row written when its SEND was applied.
 ANSWER_COLUMNS = [
     "receipt",
@@ -38,7 +42,6 @@ ANSWER_COLUMNS = [
 def write_producer_tables(
     writer: Any,
     spark: SparkSession,
-    valid: DataFrame,
     out: DataFrame,
     kinds: dict[str, Any],
     batch_id: int,
@@ -62,11 +65,9 @@ def write_producer_tables(
             now,
         )
         writer._merge(spark, "producers", rows, batch_id, tag)
-    if RECEIPT in kinds:
-        receipts = out.filter(F.col("kind") == RECEIPT)
-        event_ids = valid.select(F.col("_row").alias("row"), "event_id")
+    if RECEIPT in kinds:  # this batch's SENDs are new rows (a seq is applied once): appended
         persisted = F.col("ledger_id").isNotNull()
-        rows = receipts.join(event_ids, "row", "left").select(
+        rows = out.filter(F.col("kind") == RECEIPT).select(
             "topic",
             "partition",
             "event_id",
@@ -84,6 +85,27 @@ def write_producer_tables(
             *lineage,
             now,
         )
+        writer._append(rows, "send_receipts", batch_id, tag)
+    if LATE_RECEIPT in kinds:  # answers to SENDs of earlier batches: their rows, by seq
+        answered = F.col("ledger_id").isNotNull()
+        late = out.filter(F.col("kind") == LATE_RECEIPT).select(
+            "topic",
+            "partition",
+            "seq",
+            F.when(answered, F.concat_ws(":", "ledger_id", "entry_id")).alias("receipt"),
+            F.col("ledger_id").alias("receipt_ledger_id"),
+            F.col("entry_id").alias("receipt_entry_id"),
+            "error",
+            *lineage,
+            now,
+        )
+        # the MERGE's insert clause names every column (it never inserts): the rest are null
+        rows = late.select(
+            *[
+                F.col(f.name) if f.name in late.columns else F.lit(None).cast(f.dataType).alias(f.name)
+                for f in TABLES["send_receipts"].fields
+            ]
+        )
         writer._merge(
             spark,
             "send_receipts",
@@ -92,5 +114,6 @@ def write_producer_tables(
             tag,
             keys=RECEIPT_KEYS,
             matched=[(None, ANSWER_COLUMNS)],
-            insert="s.event_id IS NOT NULL",
+            insert="false",
+            app_id=f"{writer.options.app_id}{LATE_ANSWERS_SUFFIX}",
         )

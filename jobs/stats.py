@@ -6,8 +6,9 @@ Two layers, so that the JSON shape can be tested in milliseconds and the Spark p
   ``build_internal_stats`` turn plain rows (a ``pyarrow.Table``, dicts or Spark ``Row``s) into
   the dict that is printed;
 * command functions (``stats_command``, ``internal_stats_command``): read the ``cursors`` and
-  ``topic_partitions`` tables with Spark, optionally time-travelled (``--as-of``), select only the
-  columns the output needs, convert once with Arrow, and print one JSON object.
+  ``topic_partitions`` tables (and ``producers`` for ``publishers[]``) with Spark, optionally
+  time-travelled (``--as-of``), select only the columns the output needs, convert once with
+  Arrow, and print one JSON object.
 
 Output is one JSON object keyed by topic name as Pulsar names it (CONTRACT.md section 3):
 ``persistent://t/ns/x`` for a non-partitioned topic (partition -1), ``persistent://t/ns/x-partition-N``

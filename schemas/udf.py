@@ -14,7 +14,8 @@ from pyspark.sql import types as T
 # kind values of APPLY_OUTPUT
 PARTITION, CURSOR, RANGE, BATCH, LEDGER, REJECT = "partition", "cursor", "range", "batch", "ledger", "reject"
 CONSUMER, PENDING, REDELIVERY, ACTIVE_CHANGE = "consumer", "pending", "redelivery", "active_change"
-PRODUCER, RECEIPT = "producer", "receipt"  # a `producers` row; a `send_receipts` row (or late fill)
+# a `producers` row; a `send_receipts` row; the late answer to a SEND of an earlier batch
+PRODUCER, RECEIPT, LATE_RECEIPT = "producer", "receipt", "late_receipt"
 UPSERT, DELETE = "upsert", "delete"
 
 # What the UDF reads of the current state: one row per topic partition (kind "partition",
@@ -38,6 +39,7 @@ STATE_INPUT: Final = T.StructType(
 # The event columns the UDF needs (a subset of schemas.events.EVENT_SCHEMA, plus the row id).
 APPLY_EVENT_COLUMNS: Final = (
     "_row",
+    "event_id",
     "topic",
     "partition",
     "seq",
@@ -136,9 +138,9 @@ APPLY_OUTPUT: Final = T.StructType(
         T.StructField("effective_at", T.LongType()),
         # partition: the producers' encoded state
         T.StructField("producers_state", T.BinaryType()),
-        # producer (last_event_time above) / receipt (ledger_id, entry_id above: the receipt
-        # position, null while the send waits for its PUBLISH; row above: the SEND's row, -1
-        # for the late receipt of a SEND of an earlier batch, keyed by seq)
+        # producer (last_event_time above) / receipt and late_receipt (ledger_id, entry_id
+        # above: the receipt position, null while the send waits for its PUBLISH; row above:
+        # the SEND's row; a late_receipt has only seq and the answer)
         T.StructField("producer_name", T.StringType()),
         T.StructField("highest_sequence_pushed", T.LongType()),
         T.StructField("highest_sequence_persisted", T.LongType()),
@@ -148,6 +150,7 @@ APPLY_OUTPUT: Final = T.StructType(
         T.StructField("dedup_status", T.StringType()),
         T.StructField("error", T.StringType()),
         T.StructField("dropped", T.BooleanType()),
+        T.StructField("event_id", T.StringType()),  # receipt: the SEND's
     ]
 )
 

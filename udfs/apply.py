@@ -372,7 +372,7 @@ def apply_partition(
         stale=[result.stale],
         producers_state=[current.producers.encode()],
     )
-    emit_producer_rows(out, current, result)
+    emit_producer_rows(out, current, result, events)
     for name, cursor in current.cursors.items():
         changed = name in result.changed
         if not changed and result.published == 0:

@@ -3,8 +3,8 @@
 A thin adapter like ``udfs.apply``: the SEND fields of the grouped events become an
 ``engine.events.SendColumns`` (no loop per event), and what ``engine.dedup`` decided comes back
 as ``schemas.udf.APPLY_OUTPUT`` rows: one ``producer`` row per producer the batch changed, one
-``receipt`` row per SEND of the batch and per earlier SEND the batch answered late (``row`` -1,
-matched by ``seq`` in the ingest's MERGE).
+``receipt`` row per SEND of the batch (with its ``event_id``), and one ``late_receipt`` row per
+earlier SEND the batch answered (only ``seq`` and the answer: the ingest matches it by ``seq``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine.events import SendColumns
-from schemas.udf import PRODUCER, RECEIPT, UPSERT
+from schemas.udf import LATE_RECEIPT, PRODUCER, RECEIPT, UPSERT
 
 if TYPE_CHECKING:
     from engine import ApplyResult, PartitionState
@@ -45,8 +45,12 @@ def send_columns(events: pa.Table) -> SendColumns:
     )
 
 
-def emit_producer_rows(out: Any, state: PartitionState, result: ApplyResult) -> None:
-    """Append the ``producer`` and ``receipt`` rows of one applied batch to ``out`` (``_Rows``)."""
+def emit_producer_rows(out: Any, state: PartitionState, result: ApplyResult, events: pa.Table) -> None:
+    """Append the ``producer`` and ``receipt`` rows of one applied batch to ``out`` (``_Rows``).
+
+    A receipt carries its SEND's ``event_id``, looked up by row id in ``events`` (the batch the
+    engine applied), so that the ingest appends it without joining the input again.
+    """
     rows = state.producers.rows(result.sends.changed)
     if rows:
         out.add(
@@ -59,7 +63,7 @@ def emit_producer_rows(out: Any, state: PartitionState, result: ApplyResult) -> 
             msg_drop_count=[p.msg_drop_count for _, p in rows],
             last_event_time=[p.last_event_time for _, p in rows],
         )
-    receipts = result.sends.receipts
+    receipts = [r for r in result.sends.receipts if r.row >= 0]
     if receipts:
         out.add(
             RECEIPT,
@@ -76,4 +80,24 @@ def emit_producer_rows(out: Any, state: PartitionState, result: ApplyResult) -> 
             entry_id=[None if r.position is None else r.position.entry_id for r in receipts],
             error=[r.error for r in receipts],
             dropped=[r.dropped for r in receipts],
+            event_id=_event_ids(events, [r.row for r in receipts]),
         )
+    late = [r for r in result.sends.receipts if r.row < 0]
+    if late:
+        out.add(
+            LATE_RECEIPT,
+            UPSERT,
+            len(late),
+            seq=[r.seq for r in late],
+            ledger_id=[None if r.position is None else r.position.ledger_id for r in late],
+            entry_id=[None if r.position is None else r.position.entry_id for r in late],
+            error=[r.error for r in late],
+        )
+
+
+def _event_ids(events: pa.Table, rows: list[int]) -> list[str]:
+    """The ``event_id`` of each row id (``_row``) of ``events``."""
+    ids = np.asarray(events.column("_row").combine_chunks().to_numpy(zero_copy_only=False), dtype=np.int64)
+    order = np.argsort(ids, kind="stable")
+    at = order[np.searchsorted(ids[order], np.asarray(rows, dtype=np.int64))]
+    return events.column("event_id").combine_chunks().take(pa.array(at)).to_pylist()

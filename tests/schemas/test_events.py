@@ -140,7 +140,7 @@ def test_defaults_are_the_contract_ones() -> None:
         "max_redeliver_count": 0,
         "initial_position": "Latest",
         "num_messages": 1,
-        "marker": False,
+        "marker": False,  # contract addition (CommandSend.marker)
     }
     assert MESSAGE_ID_DEFAULTS == {"batch_index": -1}
     assert set(EVENT_DEFAULTS) <= set(EVENT_FIELD_NAMES)

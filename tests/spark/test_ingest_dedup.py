@@ -220,7 +220,7 @@ def test_crash_between_the_producer_writes_then_restart_equals_a_clean_run(spark
     _, expected = clean
     _write(tmp_path / "source", _stream())
     options = _options(tmp_path)
-    query = start_ingest(spark, options, BatchWriter(options, kill_at="1:merge producers", hard=False))
+    query = start_ingest(spark, options, BatchWriter(options, kill_at="1:write send_receipts", hard=False))
     with pytest.raises(StreamingQueryException, match="simulated crash"):
         query.awaitTermination()
     query = start_ingest(spark, options)

@@ -17,6 +17,7 @@ from schemas.udf import (
     CONSUMER,
     CURSOR,
     DELETE,
+    LATE_RECEIPT,
     PARTITION,
     PENDING,
     PRODUCER,
@@ -231,19 +232,14 @@ def test_receipts_and_producers_across_batches_equal_the_engine_applied_whole():
                     row["highest_sequence_pushed"],
                     row["highest_sequence_persisted"],
                 )
-            elif row["kind"] == RECEIPT:
+            elif row["kind"] == RECEIPT:  # appended by the ingest, with the SEND's event_id
+                assert row["seq"] not in receipts and row["event_id"] == f"e{row['seq']}"
                 answer = (row["ledger_id"], row["entry_id"], row["error"])
-                if row["row"] >= 0:
-                    assert row["seq"] not in receipts
-                    receipts[row["seq"]] = {"status": row["dedup_status"], "answer": answer}
-                else:  # the ingest's MERGE by seq updates only the answer
-                    assert row["dedup_status"] is None and receipts[row["seq"]]["answer"] == (
-                        None,
-                        None,
-                        None,
-                    )
-                    receipts[row["seq"]]["answer"] = answer
-                    late += 1
+                receipts[row["seq"]] = {"status": row["dedup_status"], "answer": answer}
+            elif row["kind"] == LATE_RECEIPT:  # the ingest's MERGE by seq updates only the answer
+                assert receipts[row["seq"]]["answer"] == (None, None, None)
+                receipts[row["seq"]]["answer"] = (row["ledger_id"], row["entry_id"], row["error"])
+                late += 1
     whole = PartitionState(topic, -1)
     result = whole.apply(EventBatch.from_records(events), settings)
     expected = {
