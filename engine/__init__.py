@@ -8,7 +8,7 @@ from engine.cursor import BatchAck, Cursor, MessageId
 from engine.errors import CorruptState, EngineRefusal
 from engine.events import EventBatch
 from engine.ledgers import Ledgers
-from engine.partition import ApplyResult, EngineSettings, PartitionState, Reject
+from engine.partition import ApplyResult, EngineSettings, PartitionState, Reject, TrimResult
 from engine.position import EARLIEST, Position
 from engine.rangeset import AckRangeSet
 
@@ -27,4 +27,5 @@ __all__ = [
     "PartitionState",
     "Position",
     "Reject",
+    "TrimResult",
 ]
