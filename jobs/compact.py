@@ -379,7 +379,7 @@ def compact(spark: SparkSession, options: CompactOptions) -> CompactReport:
     for name in options.tables:
         report.tables[name] = TableReport(name)
         if name not in present:
-            report.tables[name].skipped = "no such table (created by a newer ackstate)"
+            report.tables[name].skipped = "not in this warehouse (`ackstate init` creates it)"
 
     conf = spark.conf
     saved = {key: conf.get(key, None) for key in _SESSION_KEYS}

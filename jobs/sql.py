@@ -140,7 +140,7 @@ def display_frame(df: DataFrame, fmt: str) -> DataFrame:
             col = (
                 F.concat(F.lit("<"), F.length(col).cast("string"), F.lit(" bytes>"))
                 if fmt == "table"
-                else F.base64(col)
+                else F.regexp_replace(F.base64(col), r"[\r\n]", "")  # base64() wraps at 76 columns
             )
         elif isinstance(field.dataType, (T.ArrayType, T.MapType, T.StructType)):
             col = F.to_json(col)
@@ -204,6 +204,9 @@ def run(args: argparse.Namespace) -> int:
     """``ackstate sql``."""
     from jobs.session import get_spark
 
+    # PySpark also logs every failed query's context as a JSON line; ackstate prints the error
+    # itself, once
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     fmt = getattr(args, "format", None) or "table"
     limit = int(getattr(args, "limit", None) or 1000)
     spark = get_spark(args.config)
