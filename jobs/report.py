@@ -133,8 +133,11 @@ def bucket_redeliveries(
 
 
 def _nice_width(raw: float) -> int:
-    """A bucket width of 1, 2 or 5 times a power of ten milliseconds, or a round time unit."""
+    """The first round width (100 ms ... 1 day, then whole days) not below ``raw`` ms."""
     units = [
+        100,
+        200,
+        500,
         1_000,
         5_000,
         10_000,
