@@ -1,25 +1,28 @@
 """``ackstate compact``: the scheduled batch job that keeps the warehouse small and fast to read.
 
-One run, per table (tables in parallel, each table's steps in this order):
+One run: first the **ledger trim**, when asked (``--trim-ledgers-before``): a topic partition
+whose oldest ledgers its retention deleted loses them here too, through the engine
+(``PartitionState.trim_ledgers`` in the grouped Arrow UDF ``udfs.trim``), so ``cursors`` (the
+encoded source of truth), ``topic_partitions.ledgers`` and every projection stay exact. Then,
+per table (``parallelism`` tables at once), in this order:
 
-1. **ledger trim** (only when asked, ``--trim-ledgers-before``): a topic partition whose oldest
-   ledgers its retention deleted loses them here too, through the engine
-   (``PartitionState.trim_ledgers`` in the grouped Arrow UDF ``udfs.trim``), so ``cursors`` (the
-   encoded source of truth), ``topic_partitions.ledgers`` and every projection stay exact;
-2. **history retention**: rows older than ``[compact] <table>_retention_days`` leave the
+1. **history retention**: rows older than ``[compact] <table>_retention_days`` leave the
    append-only history tables (``ingest_batches``, ``rejected_events``,
    ``active_consumer_changes``, ``send_receipts``, and delivered ``redeliveries``);
-3. **OPTIMIZE**: small files are compacted and the data is (re)clustered by the tables'
+2. **OPTIMIZE**: small files are compacted and the data is (re)clustered by the tables'
    clustering columns, (``topic``, ``partition``) for every state table;
-4. **VACUUM**: data files that the table stopped referencing more than
+3. **VACUUM**: data files that the table stopped referencing more than
    ``vacuum_retention_hours`` ago are deleted;
-5. **checkpoint**: a Delta checkpoint of the latest version, so readers (and the ingest's next
+4. **checkpoint**: a Delta checkpoint of the latest version, so readers (and the ingest's next
    batch) replay no JSON commits.
 
-Idempotent: a second run finds nothing to compact, vacuum or trim, and says so. Every step is
-reported (files removed and added, bytes, rows trimmed per table) as text or ``--json``.
+A table nobody wrote since an earlier compaction skips OPTIMIZE and the checkpoint, and VACUUM
+runs only when a file the table dropped has been unused for the retention (each VACUUM lists
+the whole table directory and commits twice). So the job is idempotent: a second run finds
+nothing to compact, vacuum or trim, and says so. Every step is reported (files removed and
+added, bytes, rows trimmed per table) as text or ``--json``.
 
-**Next to a running ingest.** Steps 2-5 are safe while ``ackstate ingest`` runs: OPTIMIZE and
+**Next to a running ingest.** The per-table steps are safe while ``ackstate ingest`` runs: OPTIMIZE and
 VACUUM change no row, and a commit that loses a race with the ingest is retried
 (``jobs.retry``); the ingest retries its own MERGEs the same way. Two limits keep it safe:
 
