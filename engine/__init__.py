@@ -10,7 +10,7 @@ from engine.dedup import Producers, Receipt
 from engine.errors import CorruptState, EngineRefusal
 from engine.events import EventBatch
 from engine.ledgers import Ledgers
-from engine.partition import ApplyResult, EngineSettings, PartitionState, Reject
+from engine.partition import ApplyResult, EngineSettings, PartitionState, Reject, TrimResult
 from engine.position import EARLIEST, Position
 from engine.rangeset import AckRangeSet
 
@@ -31,4 +31,5 @@ __all__ = [
     "Producers",
     "Receipt",
     "Reject",
+    "TrimResult",
 ]

@@ -255,6 +255,25 @@ class Cursor:
                 del self.batch_acks[stale]
         return new_pos
 
+    # ---- ledger deletion ------------------------------------------------------------
+    def advance_past_deleted_ledgers(
+        self, highest_deleted: Position, ledgers: Ledgers, lac: Position
+    ) -> bool:
+        """ManagedLedgerImpl.advanceCursorsIfNecessary: before deleting ledgers, a cursor whose
+        mark-delete lies below the last entry of the deleted ledgers (``highestPositionToDelete``)
+        is mark-deleted there, like a consumer's cumulative ack (asyncMarkDelete): mark-delete
+        moves onto that entry, absorbs the acked runs that follow it (across ledgers), and every
+        acked range and batch state at or below it is purged. Returns whether it moved.
+
+        Pulsar moves a cursor only when ``highestPositionToDelete`` is above its mark-delete and
+        not above the last confirmed entry; a cursor already past the deleted ledgers keeps its
+        state (its acked ranges all lie above mark-delete, so none is in a deleted ledger).
+        """
+        if highest_deleted <= self.mark_delete or highest_deleted > lac:
+            return False
+        self.ack_cumulative(MessageId(highest_deleted), ledgers, lac, batch_index_enabled=False)
+        return True
+
     # ---- projections ----------------------------------------------------------------
     def batch_ack_rows(self) -> list[tuple[Position, BatchAck]]:
         return sorted(self.batch_acks.items())

@@ -40,6 +40,24 @@ class Ledgers:
             self._last.append(pos.entry_id)
         self._counts_before = None
 
+    def trim_before(self, first_retained_ledger_id: int) -> list[tuple[int, int]]:
+        """Delete the ledgers below ``first_retained_ledger_id``; return them as (id, last entry).
+
+        ManagedLedgerImpl.internalTrimLedgers + doDeleteLedgers, with the list of ledgers to
+        delete given by the caller (a topic's retention decided it). As there, the ledger being
+        written to is never deleted ("currentLedger can not be deleted"): the last known ledger
+        holds the last published entry, which later events are checked against, so it is kept
+        even when ``first_retained_ledger_id`` lies beyond it.
+        """
+        keep_from = bisect.bisect_left(self._ids, first_retained_ledger_id)
+        keep_from = min(keep_from, max(len(self._ids) - 1, 0))
+        removed = list(zip(self._ids[:keep_from], self._last[:keep_from], strict=True))
+        if removed:
+            del self._ids[:keep_from]
+            del self._last[:keep_from]
+            self._counts_before = None
+        return removed
+
     # ---- queries --------------------------------------------------------------------
     def __len__(self) -> int:
         return len(self._ids)

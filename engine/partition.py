@@ -130,6 +130,18 @@ class ApplyResult:
     sends: SendResult = field(default_factory=SendResult)  # receipts and changed producers
 
 
+@dataclass(slots=True)
+class TrimResult:
+    """What ``PartitionState.trim_ledgers`` deleted and which cursors it moved."""
+
+    removed: list[tuple[int, int]] = field(default_factory=list)  # (ledger id, last entry id)
+    advanced: set[str] = field(default_factory=set)  # subscriptions whose cursor moved
+
+    @property
+    def entries_removed(self) -> int:
+        return sum(last + 1 for _, last in self.removed)
+
+
 class PartitionState:
     """Ledgers, cursors, consumers, producers and the replay fence (``last_seq``) of one topic
     partition."""
@@ -231,6 +243,30 @@ class PartitionState:
             if sub.changes:
                 result.changed.add(name)
         return result
+
+    def trim_ledgers(self, first_retained_ledger_id: int) -> TrimResult:
+        """Delete the ledgers below ``first_retained_ledger_id``, as a topic's retention does.
+
+        ManagedLedgerImpl.internalTrimLedgers in Pulsar's order: first
+        ``advanceCursorsIfNecessary`` (every cursor behind the last deleted entry is mark-deleted
+        there, see ``Cursor.advance_past_deleted_ledgers``), then ``doDeleteLedgers``. The last
+        known ledger is never deleted (``Ledgers.trim_before``). Not an event: ``last_seq`` and
+        the event clock stay as they are. Idempotent: a second call deletes nothing.
+        """
+        ledger_list = list(self.ledgers)
+        removable = [(lid, last) for lid, last in ledger_list[:-1] if lid < first_retained_ledger_id]
+        if not removable:
+            return TrimResult()
+        # calculateLastEntryInLedgerList: every known ledger has entries, so it is the last one's
+        highest = Position(*removable[-1])
+        lac = self.ledgers.last_position
+        advanced = {
+            name
+            for name, cursor in self.cursors.items()
+            if cursor.advance_past_deleted_ledgers(highest, self.ledgers, lac)
+        }
+        removed = self.ledgers.trim_before(first_retained_ledger_id)
+        return TrimResult(removed, advanced)
 
     # ---- publishes ------------------------------------------------------------------
     def _apply_publishes(self, batch: EventBatch, live: np.ndarray, result: ApplyResult) -> _LacTimeline:

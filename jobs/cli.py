@@ -42,10 +42,13 @@ COMMANDS: dict[str, Command] = {
     "generate": Command("jobs.generate:run", "write a synthetic event log"),
     "bench": Command("jobs.bench:run", "run the benchmarks and print the figures"),
     "sql": Command("jobs.sql:run", "run a SQL query over the warehouse tables"),
+    "report": Command(
+        "jobs.report:run", "draw backlog, ack holes and redeliveries over time (PNG and HTML page)"
+    ),
 }
 
 
-SHORT_LIVED = frozenset({"init", "stats", "internal-stats", "sql"})
+SHORT_LIVED = frozenset({"init", "stats", "internal-stats", "sql", "report"})
 """Commands that start Spark for a few queries and exit."""
 
 
@@ -229,7 +232,73 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
 
 
 def _sql_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("query", help="SQL over the warehouse tables, which are registered by their names")
+    p.add_argument(
+        "query",
+        nargs="?",
+        help="SQL over the warehouse tables, which are registered by their names "
+        "(default: statements from stdin, or an interactive shell on a terminal)",
+    )
+    p.add_argument("--as-of", metavar="V", help="Delta table version or timestamp to read (default: latest)")
+    p.add_argument(
+        "--format",
+        choices=["table", "json", "csv"],
+        default="table",
+        help="table (aligned text), json (one object per line) or csv (default: table)",
+    )
+    p.add_argument(
+        "--limit", type=int, default=1000, metavar="N", help="rows shown by --format table (default: 1000)"
+    )
+
+
+def _compact_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--tables", metavar="T1,T2", help="only these tables (default: every table)")
+    p.add_argument("--no-optimize", action="store_true", help="skip OPTIMIZE")
+    p.add_argument("--no-vacuum", action="store_true", help="skip VACUUM")
+    p.add_argument("--no-checkpoint", action="store_true", help="skip writing Delta checkpoints")
+    p.add_argument(
+        "--vacuum-retention-hours",
+        type=float,
+        metavar="H",
+        help="VACUUM deletes files unused for longer than H hours (default: [compact], 168)",
+    )
+    p.add_argument(
+        "--allow-short-retention",
+        action="store_true",
+        help="allow a VACUUM retention below Delta's 168-hour safety minimum",
+    )
+    p.add_argument(
+        "--retention",
+        action="append",
+        metavar="TABLE=DAYS",
+        help="history retention of one table in days, 0 = keep forever (default: [compact])",
+    )
+    p.add_argument(
+        "--trim-ledgers-before",
+        action="append",
+        metavar="TOPIC[:PARTITION]=LEDGER_ID",
+        help="the partition's retention deleted its ledgers below LEDGER_ID: trim them here too "
+        "(with the ingest of that partition stopped)",
+    )
+
+
+def _report_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        default="./ackstate-report",
+        help="output directory (default: ./ackstate-report)",
+    )
+    p.add_argument("--topic", metavar="T", help="one topic or partition, as Pulsar names it (default: all)")
+    p.add_argument("--subscription", metavar="S", help="one subscription (default: all)")
+    p.add_argument("--top", type=int, default=8, metavar="N", help="subscriptions drawn (default: 8)")
+    p.add_argument(
+        "--points",
+        type=int,
+        default=60,
+        metavar="N",
+        help="table versions read from the Delta history (default: 60, spread evenly)",
+    )
 
 
 _ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
@@ -241,6 +310,8 @@ _ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "generate": _generate_args,
     "bench": _bench_args,
     "sql": _sql_args,
+    "compact": _compact_args,
+    "report": _report_args,
 }
 
 

@@ -61,6 +61,8 @@ class AckstateConfig:
     delta: dict[str, Any]
     tables: dict[str, Any] = field(default_factory=dict)
     """Other tables of the user file (known to a later version, or misspelt), kept as read."""
+    compact: dict[str, Any] = field(default_factory=dict)
+    """``[compact]``: the scheduled compaction job (jobs/compact.py)."""
     source: Path | None = None
     """The user file these settings came from, if any."""
 
@@ -163,6 +165,7 @@ def load_config(conf_file: str | Path | None = None) -> AckstateConfig:
         ingest=_merged_table(defaults, user, "ingest", source),
         delta=_merged_table(defaults, user, "delta", source),
         tables=tables,
+        compact=_merged_table(defaults, user, "compact", source),
         source=source,
     )
 

@@ -35,6 +35,7 @@ from engine import EngineSettings
 from jobs import progress
 from jobs.errors import AckstateError
 from jobs.ingest_producers import write_producer_tables
+from jobs.retry import retry_on_conflict
 from jobs.tables import ensure_tables, read_table, table_path
 from schemas.tables import REJECTED_EVENT_COLUMNS, TABLES
 from schemas.udf import (
@@ -645,7 +646,10 @@ class BatchWriter:
         conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
         conf.set("spark.databricks.delta.commitInfo.userMetadata", tag)
         try:
-            action()
+            # a concurrent `ackstate compact` (OPTIMIZE, history trims) may commit to the table
+            # while this MERGE runs; the MERGE is idempotent and its source is materialised, so
+            # it is run again (jobs.retry)
+            retry_on_conflict(action, what=f"batch {tag}")
         finally:
             conf.unset("spark.databricks.delta.write.txnAppId")
             conf.unset("spark.databricks.delta.write.txnVersion")

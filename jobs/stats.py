@@ -359,8 +359,9 @@ def build_internal_stats(
 def partition_internal_stats(ledgers: Ledgers, cursors: Mapping[str, Cursor]) -> dict[str, Any]:
     """One topic partition of ``stats-internal`` (ManagedLedgerInternalStats), exact fields only.
 
-    ``numberOfEntries`` counts the entries of the ledgers known from PUBLISH events: ackstate does
-    not model ledger trimming, so it is Pulsar's value while no consumed ledger was deleted.
+    ``numberOfEntries`` counts the entries of the ledgers known from PUBLISH events, less the
+    ledgers ``ackstate compact --trim-ledgers-before`` deleted: Pulsar's value as long as every
+    ledger its retention deleted was trimmed here too.
     """
     return {
         "numberOfEntries": ledgers.total_entries,
