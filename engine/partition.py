@@ -250,8 +250,10 @@ class PartitionState:
         ManagedLedgerImpl.internalTrimLedgers in Pulsar's order: first
         ``advanceCursorsIfNecessary`` (every cursor behind the last deleted entry is mark-deleted
         there, see ``Cursor.advance_past_deleted_ledgers``), then ``doDeleteLedgers``. The last
-        known ledger is never deleted (``Ledgers.trim_before``). Not an event: ``last_seq`` and
-        the event clock stay as they are. Idempotent: a second call deletes nothing.
+        known ledger is never deleted (``Ledgers.trim_before``). A moved cursor's subscription
+        forgets the replays it can no longer deliver (``Subscription.forget_deleted``); the
+        changes are in its ``changes``. Not an event: ``last_seq`` and the event clock stay as
+        they are. Idempotent: a second call deletes nothing.
         """
         ledger_list = list(self.ledgers)
         removable = [(lid, last) for lid, last in ledger_list[:-1] if lid < first_retained_ledger_id]
@@ -265,6 +267,10 @@ class PartitionState:
             for name, cursor in self.cursors.items()
             if cursor.advance_past_deleted_ledgers(highest, self.ledgers, lac)
         }
+        for name in advanced:
+            sub = self.subscriptions.get(name)
+            if sub is not None:
+                sub.forget_deleted(self.cursors[name].mark_delete)
         removed = self.ledgers.trim_before(first_retained_ledger_id)
         return TrimResult(removed, advanced)
 

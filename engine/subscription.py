@@ -460,6 +460,23 @@ class Subscription:
         dead = previous.dead_letter if previous is not None and previous.reason == reason else False
         self._set_redelivery(pos, Redelivery(consumer.consumer_id, reason, requested, due, count, dead))
 
+    def forget_deleted(self, mark_delete: Position) -> None:
+        """After a ledger trim moved mark-delete past unacked entries: drop their replays.
+
+        ``advanceCursorsIfNecessary`` does not tell the dispatcher, but its next replay read
+        (``asyncReplayEntries``) skips positions the cursor counts as deleted and removes them
+        from ``redeliveryMessages``: nothing at or before mark-delete is redelivered again.
+        Their redelivery-tracker counts can no longer be observed (a deleted entry is never
+        dispatched), so they go too. Pending acks stay, as in ``Consumer.pendingAcks``: the
+        consumer holds those messages until it acks them (an ack below mark-delete still
+        removes the pending ack) or closes (nothing is replayed then). A nack that is still a
+        client timer stays scheduled; when it fires, the position is not replayed.
+        """
+        for pos in [p for p, r in self.redeliveries.items() if not r.scheduled and not p > mark_delete]:
+            self._set_redelivery(pos, None)
+        for pos in [p for p in self.tracker if not p > mark_delete]:
+            del self.tracker[pos]
+
     # ---- client timers -----------------------------------------------------------------
     def fire_timers(self, cursor: Cursor, clock: int, settings: SubscriptionSettings) -> None:
         """Run every nack and ack-timeout redelivery due at or before ``clock``, oldest first."""

@@ -95,10 +95,6 @@ HISTORY_TABLES: Mapping[str, HistoryRule] = {
     "redeliveries": HistoryRule("updated_at", "delivered_at IS NOT NULL"),
 }
 
-# Ledger trimming deletes the rows of these tables below the first retained ledger as plain
-# rows: their source of truth, ``cursors.subscription_state``, is not written yet.
-TRIMMED_BY_LEDGER = ("pending_acks", "redeliveries")
-
 
 # ---- options --------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -586,8 +582,11 @@ class LedgerTrimmer:
     2. advance the cursors (``advanceCursorsIfNecessary``): MERGE the moved cursors, each only if
        its row is still the one read, then their ``ack_ranges``/``batch_acks`` changes;
     3. delete the ledgers (``doDeleteLedgers``), only in topic partitions whose cursors all
-       moved: MERGE ``topic_partitions`` (same condition), delete the ``ledgers`` rows and the
-       ``pending_acks``/``redeliveries`` rows in the deleted ledgers.
+       moved: MERGE ``topic_partitions`` (same condition) and delete the ``ledgers`` rows.
+
+    The moved cursors carry their subscription state: replays in the deleted ledgers are gone
+    (``Subscription.forget_deleted``; their ``redeliveries`` rows are deleted in step 2), pending
+    acks stay until their consumer acks them, as in Pulsar.
 
     Each step leaves a consistent warehouse on its own (a moved cursor over ledgers not yet
     deleted is a state Pulsar passes through too), so a crash between steps is repaired by the
@@ -605,7 +604,7 @@ class LedgerTrimmer:
         from delta.tables import DeltaTable
         from pyspark.sql import functions as F
 
-        from schemas.udf import APPLY_OUTPUT, BATCH, CURSOR, DELETE, LEDGER, PARTITION, RANGE
+        from schemas.udf import APPLY_OUTPUT, BATCH, CURSOR, DELETE, LEDGER, PARTITION, RANGE, REDELIVERY
         from udfs.trim import FIRST_RETAINED, trim_partition
 
         spark = self.spark
@@ -650,6 +649,7 @@ class LedgerTrimmer:
                 F.col("ledgers").alias("state"),
                 "last_seq",
                 "last_event_time",
+                F.lit(None).cast("binary").alias("sub_state"),
             )
             .unionByName(
                 cursors.select(
@@ -660,6 +660,7 @@ class LedgerTrimmer:
                     "state",
                     F.lit(None).cast("long").alias("last_seq"),
                     F.lit(None).cast("long").alias("last_event_time"),
+                    F.col("subscription_state").alias("sub_state"),
                 )
             )
             .join(requests, ["topic", "partition"])
@@ -711,6 +712,7 @@ class LedgerTrimmer:
             "mark_delete_ledger_id",
             "mark_delete_entry_id",
             "state",
+            F.col("sub_state").alias("subscription_state"),
             "msg_backlog",
             "non_contiguous_deleted_ranges",
             "partial_batch_entries",
@@ -725,9 +727,12 @@ class LedgerTrimmer:
         missed = expected_cursors - done_cursors
         if done_cursors:
             done = self._keys(done_cursors, "topic string, partition int, subscription string")
-            for kind, name in ((RANGE, "ack_ranges"), (BATCH, "batch_acks")):
+            for kind, name in ((RANGE, "ack_ranges"), (BATCH, "batch_acks"), (REDELIVERY, "redeliveries")):
                 changes = self._projection(out, kind).join(done, keys3, "left_semi")
-                self._merge_changes(name, changes)
+                rows = self._merge_changes(name, changes)
+                if kind == REDELIVERY and rows:
+                    table = self.report.tables.setdefault(name, TableReport(name))
+                    table.rows_trimmed_by_ledger += rows
 
         # 3. doDeleteLedgers, where every cursor behind the deleted ledgers moved
         blocked = {(t, p) for t, p, _ in missed}
@@ -756,25 +761,6 @@ class LedgerTrimmer:
         self._merge_changes(
             "ledgers", deleted.select("topic", "partition", "ledger_id", F.lit(DELETE).alias("op"))
         )
-        below = deleted.groupBy("topic", "partition").agg(F.max("ledger_id").alias("last_deleted"))
-        for name in TRIMMED_BY_LEDGER:  # whatever --tables says: the trim is one operation
-            if DeltaTable.isDeltaTable(spark, self.path(name)):
-                merge = (
-                    DeltaTable.forPath(spark, self.path(name))
-                    .alias("t")
-                    .merge(
-                        below.alias("s"),
-                        "t.topic = s.topic AND t.partition = s.partition AND t.ledger_id <= s.last_deleted",
-                    )
-                    .whenMatchedDelete()
-                )
-                metrics = retry_on_conflict(
-                    lambda m=merge: m.execute().first(),
-                    what=f"trim {name}",
-                    attempts=self.options.max_attempts,
-                )
-                table = self.report.tables.setdefault(name, TableReport(name))
-                table.rows_trimmed_by_ledger += int(metrics["num_deleted_rows"] or 0)
         return list(results.values())
 
     def _keys(self, keys: Iterable[tuple[Any, ...]], schema: str) -> DataFrame:
@@ -836,7 +822,7 @@ class LedgerTrimmer:
     def _projection(out: DataFrame, kind: str) -> DataFrame:
         from pyspark.sql import functions as F
 
-        from schemas.udf import BATCH, RANGE
+        from schemas.udf import BATCH, RANGE, REDELIVERY
 
         base = out.filter(F.col("kind") == kind)
         if kind == RANGE:
@@ -861,6 +847,8 @@ class LedgerTrimmer:
                 "entries",
                 "op",
             )
+        if kind == REDELIVERY:
+            return base.select(*TABLE_KEYS["redeliveries"], "op")  # the trim only deletes them
         assert kind == BATCH
         return base.select(
             "topic",
@@ -875,14 +863,15 @@ class LedgerTrimmer:
             "op",
         )
 
-    def _merge_changes(self, name: str, changes: DataFrame) -> None:
-        """Upsert / delete projection rows by key, as the ingest maintains them."""
+    def _merge_changes(self, name: str, changes: DataFrame) -> int:
+        """Upsert / delete projection rows by key, as the ingest maintains them; returns the
+        number of rows deleted."""
         from delta.tables import DeltaTable
 
         from schemas.udf import DELETE
 
         if changes.isEmpty():
-            return
+            return 0
         columns = [f.name for f in TABLES[name].fields if f.name in changes.columns]
         on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in TABLE_KEYS[name])
         is_delete = f"s.op = '{DELETE}'"
@@ -894,7 +883,10 @@ class LedgerTrimmer:
             .whenMatchedUpdate(condition=f"NOT ({is_delete})", set={c: f"s.`{c}`" for c in columns})
             .whenNotMatchedInsert(condition=f"NOT ({is_delete})", values={c: f"s.`{c}`" for c in columns})
         )
-        retry_on_conflict(lambda: merge.execute(), what=f"trim {name}", attempts=self.options.max_attempts)
+        metrics = retry_on_conflict(
+            lambda: merge.execute().first(), what=f"trim {name}", attempts=self.options.max_attempts
+        )
+        return int(metrics["num_deleted_rows"] or 0) if metrics is not None else 0
 
 
 # ---- command line ---------------------------------------------------------------------------

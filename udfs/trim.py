@@ -3,9 +3,11 @@
 A thin adapter like ``udfs.apply``: the state rows of one topic partition (``STATE_INPUT`` plus
 the ``first_retained_ledger`` column) are decoded, ``PartitionState.trim_ledgers`` decides what
 moves, and the result comes back as ``schemas.udf.APPLY_OUTPUT`` rows of the same kinds the
-ingest writes: the partition (re-encoded ledgers), every cursor that moved, and the projection
-changes (ack ranges and batch entries as upserts/deletes against the state read, deleted
-ledgers as ``ledger`` deletes). A partition that loses no ledger produces no rows.
+ingest writes: the partition (re-encoded ledgers), every cursor that moved (with its
+subscription state), and the projection changes (ack ranges and batch entries as
+upserts/deletes against the state read, the replays its subscription forgot as
+``redelivery`` deletes, deleted ledgers as ``ledger`` deletes). A partition that loses no
+ledger produces no rows.
 """
 
 from __future__ import annotations
@@ -14,9 +16,17 @@ from typing import Any
 
 import pyarrow as pa
 
-from engine import Cursor
+from engine import Cursor, EngineSettings
+from engine.subscription import Changes
 from schemas.udf import CURSOR, DELETE, LEDGER, PARTITION, UPSERT
-from udfs.apply import _emit_batch_changes, _emit_range_changes, _Rows, state_from_arrow
+from udfs.apply import (
+    _emit_batch_changes,
+    _emit_range_changes,
+    _emit_subscription_changes,
+    _Rows,
+    _sub_state,
+    state_from_arrow,
+)
 
 FIRST_RETAINED = "first_retained_ledger"
 """The extra input column: the first ledger the topic partition keeps."""
@@ -55,6 +65,7 @@ def trim_partition(key: tuple[Any, ...], state: pa.Table) -> pa.Table:
             mark_delete_ledger_id=[cursor.mark_delete.ledger_id],
             mark_delete_entry_id=[cursor.mark_delete.entry_id],
             state=[cursor.encode()],
+            sub_state=[_sub_state(current.subscriptions.get(name))],
             msg_backlog=[cursor.backlog(current.ledgers)],
             non_contiguous_deleted_ranges=[cursor.non_contiguous_deleted_ranges],
             partial_batch_entries=[len(cursor.batch_acks)],
@@ -65,6 +76,11 @@ def trim_partition(key: tuple[Any, ...], state: pa.Table) -> pa.Table:
         before = Cursor.decode(encoded_before[name])
         _emit_range_changes(out, name, before, cursor)
         _emit_batch_changes(out, name, before, cursor)
+        sub = current.subscriptions.get(name)
+        if sub is not None and sub.changes:
+            # only redelivery deletes (Subscription.forget_deleted): no setting shapes them
+            _emit_subscription_changes(out, name, cursor, sub, EngineSettings())
+            sub.changes = Changes()
     out.add(
         LEDGER,
         DELETE,

@@ -16,6 +16,7 @@ from engine import (
     PartitionState,
     Position,
 )
+from engine.subscription import Subscription
 from tests.engine.conftest import make_ledgers
 
 
@@ -169,3 +170,77 @@ def test_events_after_a_trim_apply_to_the_trimmed_state():
     assert cursor.mark_delete == Position(11, 1)
     assert cursor.backlog(state.ledgers) == 2  # 11:2 and 12:0
     assert list(state.ledgers) == [(11, 2), (12, 0)]
+
+
+def _shared_consumer_state() -> PartitionState:
+    """A Shared subscription over ledgers 10 (0..2) and 11 (0..2) whose consumer holds 10:0,
+    10:1 and 11:0 after REDELIVER of 10:0 and 11:1 and a NACK of 10:1 (delay not yet over)."""
+    state = PartitionState("t", 0, make_ledgers(3, 3))
+
+    def ids(*positions: tuple[int, int]) -> list[dict]:
+        return [{"ledger_id": lid, "entry_id": eid} for lid, eid in positions]
+
+    common = {"topic": "t", "subscription": "s", "consumer_id": 1}
+    records = [
+        {"seq": 1, "type": "SUBSCRIBE", "sub_type": "Shared", "initial_position": "Earliest", **common}
+    ]
+    for seq, (lid, eid) in enumerate(((10, 0), (10, 1), (10, 2), (11, 0), (11, 1)), start=2):
+        records.append({"seq": seq, "type": "DISPATCH", "ledger_id": lid, "entry_id": eid, **common})
+    records += [
+        {"seq": 7, "type": "REDELIVER", "message_ids": ids((10, 0), (11, 1)), **common},
+        {"seq": 8, "type": "NACK", "message_ids": ids((10, 1)), **common},
+    ]
+    batch = EventBatch.from_records([{"event_time": 1_000 + r["seq"], **r} for r in records])
+    result = state.apply(batch, EngineSettings())
+    assert not result.rejects, result.rejects
+    return state
+
+
+def test_trim_forgets_replays_in_deleted_ledgers_and_keeps_pending_acks():
+    """The dispatcher's next replay read skips deleted positions (asyncReplayEntries) and drops
+    them from the replay set; Consumer.pendingAcks keeps what the consumer holds until it acks."""
+    state = _shared_consumer_state()
+    sub = state.subscriptions["s"]
+    sub.changes.redeliveries.clear()
+    assert sorted(map(str, sub.redeliveries)) == ["10:0", "10:1", "11:1"]
+    assert sorted(sub.tracker.items()) == [(Position(10, 0), 1), (Position(11, 1), 1)]
+
+    result = state.trim_ledgers(11)
+    assert result.advanced == {"s"}
+    assert state.cursors["s"].mark_delete == Position(10, 2)
+    assert sorted(map(str, sub.redeliveries)) == ["10:1", "11:1"]  # the scheduled nack stays
+    assert sub.redeliveries[Position(10, 1)].scheduled
+    assert sub.changes.redeliveries == {Position(10, 0): None}
+    assert sorted(sub.tracker) == [Position(11, 1)]
+    assert sorted(map(str, sub.consumers[1].pending)) == ["10:1", "10:2", "11:0"]
+    assert sub.consumers[1].unacked == 3
+    assert Subscription.decode(sub.encode()).encode() == sub.encode()
+
+
+def test_after_a_trim_the_held_entries_are_acked_and_the_nack_replays_nothing():
+    state = _shared_consumer_state()
+    state.trim_ledgers(11)
+    common = {"topic": "t", "subscription": "s", "consumer_id": 1}
+    records = [
+        {
+            "seq": 9,
+            "type": "ACK",
+            "ack_type": "Individual",
+            "message_ids": [{"ledger_id": 10, "entry_id": 2}],
+            **common,
+        },
+        # long after the nack delay: the nack fires on the clock, but 10:1 is deleted
+        {
+            "seq": 10,
+            "type": "ACK",
+            "ack_type": "Individual",
+            "message_ids": [{"ledger_id": 11, "entry_id": 0}],
+            **common,
+        },
+    ]
+    batch = EventBatch.from_records([{"event_time": 100_000 + r["seq"], **r} for r in records])
+    assert not state.apply(batch, EngineSettings()).rejects
+    sub = state.subscriptions["s"]
+    assert sub.consumers[1].pending == {}
+    assert sub.consumers[1].unacked == 0
+    assert sorted(map(str, sub.redeliveries)) == ["11:1"]
