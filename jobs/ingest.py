@@ -9,8 +9,9 @@ hands every micro-batch to ``BatchWriter`` (``foreachBatch``), which:
    ``udfs.apply.apply_partition``, which calls the engine: replays are dropped there
    (``stale_seq``), broker refusals recorded, new state and projection changes returned;
 4. writes ``rejected_events``, ``cursors``, ``topic_partitions``, ``ack_ranges``,
-   ``batch_acks``, ``ledgers``, ``producers``, ``send_receipts`` and ``ingest_batches``,
-   touching only this batch's keys.
+   ``batch_acks``, ``ledgers``, the consumer and producer tables, touching only this batch's
+   keys, up to ``write_threads`` tables at once (each write in a session of its own), and
+   then ``ingest_batches``.
 
 Exactly once without multi-table transactions: every write carries Delta's idempotent-write
 pair (``txnAppId`` = this query's app id, ``txnVersion`` = the batch id), so a write a crashed
@@ -26,7 +27,10 @@ import argparse
 import hashlib
 import logging
 import os
+import queue
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,10 +50,13 @@ from schemas.udf import (
     CONSUMER,
     CURSOR,
     DELETE,
+    LATE_RECEIPT,
     LEDGER,
     PARTITION,
     PENDING,
+    PRODUCER,
     RANGE,
+    RECEIPT,
     REDELIVERY,
     REJECT,
 )
@@ -78,6 +85,8 @@ class IngestOptions:
     checkpoint: str | None = None
     max_files_per_trigger: int | None = None
     settings: EngineSettings = field(default_factory=EngineSettings)
+    write_threads: int = 4
+    """How many table writes of a batch run at once (each in its own session; 1 = one by one)."""
 
     @property
     def checkpoint_path(self) -> str:
@@ -170,6 +179,54 @@ KILL_AT_ENV = "ACKSTATE_KILL_AT"
 abruptly (``os._exit``, like ``kill -9``) right after that phase of that batch."""
 
 
+_CONSUMER_TABLES = {
+    CONSUMER: "consumers",
+    PENDING: "pending_acks",
+    REDELIVERY: "redeliveries",
+    ACTIVE_CHANGE: "active_consumer_changes",
+}
+
+
+@dataclass(frozen=True)
+class _Frames:
+    """A batch's ``out`` (the UDF's rows), ``valid`` and ``rejected`` in one session."""
+
+    out: DataFrame
+    valid: DataFrame
+    rejected: DataFrame
+
+
+_Write = Callable[["SparkSession", _Frames], None]
+
+
+class _SharedFrames:
+    """A batch's frames as global temp views, readable from every session of the context.
+
+    A DataFrame belongs to the session that made it; a global temp view carries its plan (and
+    the cached or checkpointed data under it) to the write sessions. Dropped on exit.
+    """
+
+    def __init__(self, spark: SparkSession, prefix: str, **frames: DataFrame) -> None:
+        self.spark = spark
+        clean = "".join(c if c.isalnum() else "_" for c in prefix)
+        self.views = {name: f"ackstate_{clean}_{name}" for name in frames}
+        self.frames = frames
+
+    def __enter__(self) -> _SharedFrames:
+        for name, frame in self.frames.items():
+            frame.createOrReplaceGlobalTempView(self.views[name])
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for view in self.views.values():
+            self.spark.catalog.dropGlobalTempView(view)
+
+    def bound(self, session: SparkSession) -> _Frames:
+        if session is self.spark:
+            return _Frames(**self.frames)
+        return _Frames(**{name: session.table(f"global_temp.{view}") for name, view in self.views.items()})
+
+
 class SimulatedCrash(RuntimeError):
     """Raised at a kill point by in-process crash tests (``BatchWriter(kill_at=..., hard=False)``)."""
 
@@ -182,10 +239,15 @@ class _Phases:
         self.batch_id, self.last = batch_id, time.time()
         self.kill_at, self.hard = kill_at, hard
 
-    def done(self, phase: str) -> None:
+    def done(self, phase: str, since: float | None = None) -> None:
+        """``phase`` ended now; it began at the previous phase's end, or at ``since`` for a
+        write that ran beside others (those do not move the sequential clock)."""
         now = time.time()
-        log.debug("batch %d: %s took %.2f s", self.batch_id, phase, now - self.last)
-        self.last = now
+        log.debug(
+            "batch %d: %s took %.2f s", self.batch_id, phase, now - (self.last if since is None else since)
+        )
+        if since is None:
+            self.last = now
         if self.kill_at == f"{self.batch_id}:{phase}":
             if self.hard:
                 log.warning(
@@ -203,6 +265,7 @@ class BatchWriter:
         self.kill_at = kill_at if kill_at is not None else os.environ.get(KILL_AT_ENV)
         self.hard = hard
         self._first_batch = True
+        self._sessions: list[SparkSession] = []  # for concurrent writes (_write_sessions)
 
     def __call__(self, raw: DataFrame, batch_id: int) -> None:
         spark = raw.sparkSession
@@ -253,11 +316,13 @@ class BatchWriter:
     ) -> None:
         from pyspark.sql import functions as F
 
-        from jobs.validate import INPUT_ORDER_COLUMN, classify, mark_duplicates, split
+        from jobs.validate import INPUT_ORDER_COLUMN, classify, duplicate_keys, mark_duplicates, split
 
-        marked = mark_duplicates(classify(raw)).persist()  # parse and check once, split twice
-        valid, rejected = split(marked, keep_order=True)
+        marked = classify(raw).persist()  # parse and check once; both halves of the split read it
+        duplicates = duplicate_keys(marked).localCheckpoint(eager=True)
+        valid, rejected = split(mark_duplicates(marked, duplicates), keep_order=True)
         valid = valid.withColumnRenamed(INPUT_ORDER_COLUMN, "_row")
+        self._phases.done("validate")
         try:
             keys = ["topic", "partition"]
             touched = valid.select(*keys).distinct()
@@ -288,6 +353,9 @@ class BatchWriter:
                     F.lit(None).cast("binary").alias("producers_state"),
                 )
             )
+            # materialised: the state of the touched partitions is small (one row per cursor)
+            state = state.localCheckpoint(eager=True)
+            self._phases.done("read state")
             settings = self.options.settings
 
             def apply(key: Any, events: Any, current: Any) -> Any:
@@ -304,7 +372,7 @@ class BatchWriter:
                 .applyInArrow(apply, APPLY_OUTPUT)
                 .localCheckpoint(eager=True)
             )
-            self._phases.done("validate and apply")
+            self._phases.done("apply")
             figures = self._write(spark, valid, rejected, out, batch_id, tag, input_rows, started)
         finally:
             marked.unpersist()
@@ -340,130 +408,21 @@ class BatchWriter:
             .collect()
         }
 
-        engine_rejects = (
-            out.filter(F.col("kind") == REJECT)
-            .select("row", "reason", "detail")
-            .join(
-                valid.select(
-                    F.col("_row").alias("row"),
-                    "event_id",
-                    "topic",
-                    "partition",
-                    "seq",
-                    "type",
-                    "subscription",
-                    F.to_json(F.struct(*[c for c in valid.columns if c != "_row"])).alias("raw"),
-                ),
-                "row",
-            )
-            .select(*REJECTED_EVENT_COLUMNS)
-        )
-        all_rejects = rejected.select(*REJECTED_EVENT_COLUMNS).unionByName(engine_rejects)
-        reasons = {r["reason"]: r["count"] for r in all_rejects.groupBy("reason").count().collect()}
+        # The engine's refusals are few: they are broadcast to the valid rows (no shuffle of
+        # the batch) and only the matched rows are rendered back to JSON (``_write_rejects``).
+        refused = out.filter(F.col("kind") == REJECT).select(F.col("row").alias("_row"), "reason", "detail")
+        counts = rejected.groupBy("reason").count().unionByName(refused.groupBy("reason").count())
+        reasons: dict[str, int] = {}
+        for r in counts.collect():
+            reasons[r["reason"]] = reasons.get(r["reason"], 0) + int(r["count"])
         self._phases.done("count")
-        if reasons:
-            self._append(
-                all_rejects.select("*", *lineage, F.current_timestamp().alias("rejected_at")),
-                "rejected_events",
-                batch_id,
-                tag,
-            )
 
-        now = F.current_timestamp()
-        if CURSOR in kinds:
-            cursor_rows = out.filter(F.col("kind") == CURSOR).select(
-                "topic",
-                "partition",
-                "subscription",
-                "sub_type",
-                F.concat_ws(":", "mark_delete_ledger_id", "mark_delete_entry_id").alias("mark_delete"),
-                "mark_delete_ledger_id",
-                "mark_delete_entry_id",
-                "state",
-                F.lit(STATE_FORMAT).alias("state_format"),
-                "msg_backlog",
-                "non_contiguous_deleted_ranges",
-                "partial_batch_entries",
-                "last_seq",
-                "last_event_time",
-                *lineage,
-                now.alias("updated_at"),
-                F.col("sub_state").alias("subscription_state"),
-                "state_changed",
-            )
-            always = ["msg_backlog", "last_seq", "last_event_time", "query_id", "batch_id", "updated_at"]
-            self._merge(
-                spark,
-                "cursors",
-                cursor_rows,
-                batch_id,
-                tag,
-                matched=[("s.state_changed", None), ("NOT s.state_changed", always)],
-                insert="s.state_changed",
-            )
-        if PARTITION in kinds:
-            part_rows = out.filter(F.col("kind") == PARTITION).select(
-                "topic",
-                "partition",
-                "last_seq",
-                "last_event_time",
-                "ledgers",
-                *lineage,
-                now.alias("updated_at"),
-                "producers_state",
-            )
-            self._merge(spark, "topic_partitions", part_rows, batch_id, tag)
-        write_producer_tables(self, spark, out, kinds, batch_id, tag, lineage)
-        if RANGE in kinds:
-            ranges = out.filter(F.col("kind") == RANGE).select(
-                "topic",
-                "partition",
-                "subscription",
-                "ledger_id",
-                "lower_entry_id",
-                "upper_entry_id",
-                F.concat(
-                    F.lit("("),
-                    F.col("ledger_id"),
-                    F.lit(":"),
-                    F.col("lower_entry_id"),
-                    F.lit(".."),
-                    F.col("ledger_id"),
-                    F.lit(":"),
-                    F.col("upper_entry_id"),
-                    F.lit("]"),
-                ).alias("range"),
-                "entries",
-                "op",
-            )
-            self._merge_changes(spark, "ack_ranges", ranges, batch_id, tag)
-        if BATCH in kinds:
-            batches = out.filter(F.col("kind") == BATCH).select(
-                "topic",
-                "partition",
-                "subscription",
-                "ledger_id",
-                "entry_id",
-                F.concat_ws(":", "ledger_id", "entry_id").alias("position"),
-                "batch_size",
-                "ack_set",
-                "acked_count",
-                "op",
-            )
-            self._merge_changes(spark, "batch_acks", batches, batch_id, tag)
-        if LEDGER in kinds:
-            ledgers = out.filter(F.col("kind") == LEDGER).select(
-                "topic",
-                "partition",
-                "ledger_id",
-                F.col("entry_id").alias("first_entry_id"),
-                F.col("upper_entry_id").alias("last_entry_id"),
-                "entries",
-                "op",
-            )
-            self._merge_changes(spark, "ledgers", ledgers, batch_id, tag)
-
-        self._write_consumer_tables(spark, out, kinds, lineage, batch_id, tag)
+        writes = self._table_writes(kinds, bool(reasons), lineage, batch_id, tag)
+        with _SharedFrames(
+            spark, f"{self.options.app_id}_{batch_id}", out=out, valid=valid, rejected=rejected
+        ) as frames:
+            self._run_writes(spark, frames, writes)
+        self._phases.done("writes")
 
         partition_row = kinds.get(PARTITION)
         stale = int(reasons.get("stale_seq", 0))
@@ -502,22 +461,242 @@ class BatchWriter:
         self._append(row, "ingest_batches", batch_id, tag)
         return figures
 
-    def _write_consumer_tables(
+    # ---- the table writes of a batch ---------------------------------------------------------
+    def _table_writes(
+        self, kinds: dict[str, Any], any_rejects: bool, lineage: list[Any], batch_id: int, tag: str
+    ) -> list[tuple[str, _Write]]:
+        """One write per table this batch changes, as (table, function of (session, frames)).
+
+        They are independent: each is idempotent on its own (``txnAppId``/``txnVersion``), and
+        each is a pure function of the batch and the state it started from, so they may
+        commit in any order and a crash between any two of them is repaired by the re-run
+        (module docstring). Only ``ingest_batches``, written after all of them, marks the
+        batch done.
+        """
+        writes: list[tuple[str, _Write]] = []
+
+        def add(table: str, kind: str | None, fn: _Write) -> None:
+            if kind is None or kind in kinds:
+                writes.append((table, fn))
+
+        if any_rejects:
+            add("rejected_events", None, lambda s, f: self._write_rejects(s, f, lineage, batch_id, tag))
+        add("cursors", CURSOR, lambda s, f: self._write_cursors(s, f.out, lineage, batch_id, tag))
+        add(
+            "topic_partitions",
+            PARTITION,
+            lambda s, f: self._write_partitions(s, f.out, lineage, batch_id, tag),
+        )
+        if PRODUCER in kinds or RECEIPT in kinds or LATE_RECEIPT in kinds:
+            add(
+                "producers",
+                None,
+                lambda s, f: write_producer_tables(self, s, f.out, kinds, batch_id, tag, lineage),
+            )
+        add("ack_ranges", RANGE, lambda s, f: self._write_ranges(s, f.out, batch_id, tag))
+        add("batch_acks", BATCH, lambda s, f: self._write_batch_acks(s, f.out, batch_id, tag))
+        add("ledgers", LEDGER, lambda s, f: self._write_ledgers(s, f.out, batch_id, tag))
+        for kind in (CONSUMER, PENDING, REDELIVERY, ACTIVE_CHANGE):
+            add(
+                _CONSUMER_TABLES[kind],
+                kind,
+                lambda s, f, k=kind: self._write_consumer_table(s, f.out, k, lineage, batch_id, tag),
+            )
+        return writes
+
+    def _run_writes(
+        self, spark: SparkSession, frames: _SharedFrames, writes: list[tuple[str, _Write]]
+    ) -> None:
+        """Run the writes ``write_threads`` at a time, each in a session of its own.
+
+        A MERGE's idempotent-write pair is session configuration (Delta reads
+        ``spark.databricks.delta.write.*`` from the session), so concurrent MERGEs need one
+        session each; sessions share the SparkContext, the cached batch and the global temp
+        views that carry ``out``/``valid``/``rejected`` over. Most of a small MERGE is driver
+        work and waiting (Delta log, planning, commit), which the others fill. Every write
+        is waited for before the first error is raised: a restart must not race a write of
+        the batch it repeats.
+        """
+        threads = max(1, min(self.options.write_threads, len(writes)))
+        if threads == 1:
+            for _, fn in writes:
+                fn(spark, frames.bound(spark))
+            return
+        sessions: queue.SimpleQueue[SparkSession] = queue.SimpleQueue()
+        for session in self._write_sessions(spark, threads):
+            sessions.put(session)
+
+        def run(fn: _Write) -> None:
+            session = sessions.get()
+            try:
+                fn(session, frames.bound(session))
+            finally:
+                sessions.put(session)
+
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ackstate-write") as pool:
+            futures = [pool.submit(run, fn) for _, fn in writes]
+            wait(futures)
+        for future in futures:
+            future.result()  # the first failure, in write order
+
+    def _write_sessions(self, spark: SparkSession, n: int) -> list[SparkSession]:
+        """``n`` sessions for concurrent writes, created once, with the query session's SQL conf."""
+        while len(self._sessions) < n:
+            session = spark.newSession()
+            for key, value in spark.conf.getAll.items():
+                if spark.conf.isModifiable(key):
+                    session.conf.set(key, value)
+            self._sessions.append(session)
+        return self._sessions[:n]
+
+    def _write_rejects(
+        self, spark: SparkSession, frames: _Frames, lineage: list[Any], batch_id: int, tag: str
+    ) -> None:
+        from pyspark.sql import functions as F
+
+        out, valid = frames.out, frames.valid
+        refused = out.filter(F.col("kind") == REJECT).select(F.col("row").alias("_row"), "reason", "detail")
+        engine_rejects = valid.join(F.broadcast(refused), "_row").select(
+            *[c for c in REJECTED_EVENT_COLUMNS if c != "raw"],
+            F.to_json(F.struct(*[c for c in valid.columns if c != "_row"])).alias("raw"),
+        )
+        all_rejects = frames.rejected.select(*REJECTED_EVENT_COLUMNS).unionByName(
+            engine_rejects.select(*REJECTED_EVENT_COLUMNS)
+        )
+        self._append(
+            all_rejects.select("*", *lineage, F.current_timestamp().alias("rejected_at")),
+            "rejected_events",
+            batch_id,
+            tag,
+        )
+
+    def _write_cursors(
+        self, spark: SparkSession, out: DataFrame, lineage: list[Any], batch_id: int, tag: str
+    ) -> None:
+        from pyspark.sql import functions as F
+
+        cursor_rows = out.filter(F.col("kind") == CURSOR).select(
+            "topic",
+            "partition",
+            "subscription",
+            "sub_type",
+            F.concat_ws(":", "mark_delete_ledger_id", "mark_delete_entry_id").alias("mark_delete"),
+            "mark_delete_ledger_id",
+            "mark_delete_entry_id",
+            "state",
+            F.lit(STATE_FORMAT).alias("state_format"),
+            "msg_backlog",
+            "non_contiguous_deleted_ranges",
+            "partial_batch_entries",
+            "last_seq",
+            "last_event_time",
+            *lineage,
+            F.current_timestamp().alias("updated_at"),
+            F.col("sub_state").alias("subscription_state"),
+            "state_changed",
+        )
+        always = ["msg_backlog", "last_seq", "last_event_time", "query_id", "batch_id", "updated_at"]
+        self._merge(
+            spark,
+            "cursors",
+            cursor_rows,
+            batch_id,
+            tag,
+            matched=[("s.state_changed", None), ("NOT s.state_changed", always)],
+            insert="s.state_changed",
+        )
+
+    def _write_partitions(
+        self, spark: SparkSession, out: DataFrame, lineage: list[Any], batch_id: int, tag: str
+    ) -> None:
+        from pyspark.sql import functions as F
+
+        part_rows = out.filter(F.col("kind") == PARTITION).select(
+            "topic",
+            "partition",
+            "last_seq",
+            "last_event_time",
+            "ledgers",
+            *lineage,
+            F.current_timestamp().alias("updated_at"),
+            "producers_state",
+        )
+        self._merge(spark, "topic_partitions", part_rows, batch_id, tag)
+
+    def _write_ranges(self, spark: SparkSession, out: DataFrame, batch_id: int, tag: str) -> None:
+        from pyspark.sql import functions as F
+
+        ranges = out.filter(F.col("kind") == RANGE).select(
+            "topic",
+            "partition",
+            "subscription",
+            "ledger_id",
+            "lower_entry_id",
+            "upper_entry_id",
+            F.concat(
+                F.lit("("),
+                F.col("ledger_id"),
+                F.lit(":"),
+                F.col("lower_entry_id"),
+                F.lit(".."),
+                F.col("ledger_id"),
+                F.lit(":"),
+                F.col("upper_entry_id"),
+                F.lit("]"),
+            ).alias("range"),
+            "entries",
+            "op",
+        )
+        self._merge_changes(spark, "ack_ranges", ranges, batch_id, tag)
+
+    def _write_batch_acks(self, spark: SparkSession, out: DataFrame, batch_id: int, tag: str) -> None:
+        from pyspark.sql import functions as F
+
+        batches = out.filter(F.col("kind") == BATCH).select(
+            "topic",
+            "partition",
+            "subscription",
+            "ledger_id",
+            "entry_id",
+            F.concat_ws(":", "ledger_id", "entry_id").alias("position"),
+            "batch_size",
+            "ack_set",
+            "acked_count",
+            "op",
+        )
+        self._merge_changes(spark, "batch_acks", batches, batch_id, tag)
+
+    def _write_ledgers(self, spark: SparkSession, out: DataFrame, batch_id: int, tag: str) -> None:
+        from pyspark.sql import functions as F
+
+        ledgers = out.filter(F.col("kind") == LEDGER).select(
+            "topic",
+            "partition",
+            "ledger_id",
+            F.col("entry_id").alias("first_entry_id"),
+            F.col("upper_entry_id").alias("last_entry_id"),
+            "entries",
+            "op",
+        )
+        self._merge_changes(spark, "ledgers", ledgers, batch_id, tag)
+
+    def _write_consumer_table(
         self,
         spark: SparkSession,
         out: DataFrame,
-        kinds: dict[str, Any],
+        kind: str,
         lineage: list[Any],
         batch_id: int,
         tag: str,
     ) -> None:
-        """consumers, pending_acks, redeliveries and active_consumer_changes (issue 4 tables)."""
+        """One of consumers, pending_acks, redeliveries and active_consumer_changes."""
         from pyspark.sql import functions as F
 
         now = F.current_timestamp().alias("updated_at")
         position = F.concat_ws(":", "ledger_id", "entry_id").alias("position")
-        if CONSUMER in kinds:
-            rows = out.filter(F.col("kind") == CONSUMER).select(
+        rows = out.filter(F.col("kind") == kind)
+        if kind == CONSUMER:
+            rows = rows.select(
                 *[
                     c
                     for c in TABLES["consumers"].fieldNames()
@@ -527,8 +706,8 @@ class BatchWriter:
                 now,
             )
             self._merge(spark, "consumers", rows, batch_id, tag)
-        if PENDING in kinds:
-            rows = out.filter(F.col("kind") == PENDING).select(
+        elif kind == PENDING:
+            rows = rows.select(
                 "topic",
                 "partition",
                 "subscription",
@@ -545,8 +724,8 @@ class BatchWriter:
                 "op",
             )
             self._merge_changes(spark, "pending_acks", rows, batch_id, tag)
-        if REDELIVERY in kinds:
-            rows = out.filter(F.col("kind") == REDELIVERY).select(
+        elif kind == REDELIVERY:
+            rows = rows.select(
                 "topic",
                 "partition",
                 "subscription",
@@ -565,8 +744,9 @@ class BatchWriter:
                 "op",
             )
             self._merge_changes(spark, "redeliveries", rows, batch_id, tag)
-        if ACTIVE_CHANGE in kinds:
-            rows = out.filter(F.col("kind") == ACTIVE_CHANGE).select(
+        else:
+            assert kind == ACTIVE_CHANGE
+            rows = rows.select(
                 *[
                     c
                     for c in TABLES["active_consumer_changes"].fieldNames()
@@ -578,6 +758,7 @@ class BatchWriter:
             self._merge(spark, "active_consumer_changes", rows, batch_id, tag, matched=[])
 
     def _append(self, df: DataFrame, table: str, batch_id: int, tag: str) -> None:
+        began = time.time()
         (
             df.select(*[f.name for f in TABLES[table].fields])
             .write.format("delta")
@@ -587,7 +768,7 @@ class BatchWriter:
             .option("userMetadata", tag)
             .save(table_path(self.options.warehouse, table))
         )
-        self._phases.done(f"write {table}")
+        self._phases.done(f"write {table}", since=began)
 
     def _merge(
         self,
@@ -614,6 +795,7 @@ class BatchWriter:
 
         from schemas.tables import TABLE_KEYS
 
+        began = time.time()
         columns = [f.name for f in TABLES[table].fields]
         on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in (keys or TABLE_KEYS[table]))
         merge = (
@@ -629,7 +811,7 @@ class BatchWriter:
             )
         merge = merge.whenNotMatchedInsert(condition=insert, values={c: f"s.`{c}`" for c in columns})
         self._idempotent(spark, batch_id, tag, merge.execute, app_id)
-        self._phases.done(f"merge {table}")
+        self._phases.done(f"merge {table}", since=began)
 
     def _merge_changes(
         self, spark: SparkSession, table: str, source: DataFrame, batch_id: int, tag: str

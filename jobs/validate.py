@@ -44,15 +44,16 @@ first JSON value of a line; such records are not rejected. Unknown fields are ig
 contract only ever adds fields).
 
 Both outputs derive from one plan. A caller that materialises both (the ingest job does)
-computes the parse, the rules and the duplicate window twice unless it persists the common
-part: ``marked = mark_duplicates(classify(raw)).persist()`` then ``split(marked)``.
+computes the parse and the rules more than once unless it persists them:
+``classified = classify(raw).persist()``, ``dups = duplicate_keys(classified)`` (small;
+checkpoint it), then ``split(mark_duplicates(classified, dups))``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -148,30 +149,49 @@ def classify(raw: DataFrame) -> DataFrame:
     )
 
 
-def mark_duplicates(classified: DataFrame) -> DataFrame:
+def duplicate_keys(classified: DataFrame) -> DataFrame:
+    """The event_ids that more than one valid row carries, with the row that is kept.
+
+    An aggregate over three small columns (``event_id``, ``seq``, input order), partially
+    aggregated before its shuffle: the full rows (raw text, every parsed field) never move.
+    Duplicates are rare, so the result is small and ``mark_duplicates`` broadcasts it.
+    """
+    kept = F.min(F.struct(F.col("seq"), F.col(_ORDER)))
+    return (
+        classified.where(F.col(REASON_COLUMN).isNull())
+        .groupBy("event_id")
+        .agg(F.count(F.lit(1)).alias("_copies"), kept.alias("_kept"))
+        .where(F.col("_copies") > 1)
+        .select(
+            F.col("event_id").alias("_dup_event_id"),
+            F.col("_kept.seq").alias("_kept_seq"),
+            F.col(f"_kept.{_ORDER}").alias("_kept_order"),
+        )
+    )
+
+
+def mark_duplicates(classified: DataFrame, duplicates: DataFrame | None = None) -> DataFrame:
     """Reject all but one valid row per event_id with ``duplicate_event_id``.
 
     The kept row has the lowest seq, then the lowest input order. Only rows that passed every
     other rule take part: a broken copy is rejected for its own reason and does not hide a
-    good one. Rejected rows are spread over the window by their input order so that many of
-    them (all with a null event_id, say) do not pile up in one window partition.
+    good one. ``duplicates`` is ``duplicate_keys(classified)``, possibly already materialised
+    (the ingest job checkpoints it so that both halves of the split reuse it); it is joined
+    back by broadcast, so the classified rows are not shuffled here.
     """
+    if duplicates is None:
+        duplicates = duplicate_keys(classified)
     valid = F.col(REASON_COLUMN).isNull()
-    window = Window.partitionBy(F.when(valid, F.col("event_id")), F.when(~valid, F.col(_ORDER))).orderBy(
-        F.col("seq").asc_nulls_last(), F.col(_ORDER).asc()
+    joined = classified.join(
+        F.broadcast(duplicates), classified["event_id"] == duplicates["_dup_event_id"], "left"
     )
-    ranked = classified.select(
-        "*",
-        F.row_number().over(window).alias("_copy"),
-        F.first(F.col("seq")).over(window).alias("_kept_seq"),
-    )
-    is_dup = valid & (F.col("_copy") > 1)
+    is_dup = valid & F.col("_dup_event_id").isNotNull() & (F.col(_ORDER) != F.col("_kept_order"))
     dup_detail = F.format_string(
         "event_id %s is also carried by a record with seq %d in this batch; that one is kept",
         F.col("event_id"),
         F.col("_kept_seq"),
     )
-    return ranked.select(
+    return joined.select(
         *EVENT_FIELD_NAMES,
         F.when(is_dup, F.lit(V.DUPLICATE_EVENT_ID)).otherwise(F.col(REASON_COLUMN)).alias(REASON_COLUMN),
         F.when(is_dup, dup_detail).otherwise(F.col(DETAIL_COLUMN)).alias(DETAIL_COLUMN),
