@@ -68,6 +68,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("ackstate.ingest")
 
 STATE_TABLES = ("topic_partitions", "cursors")
+_MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 STATE_FORMAT = 1  # engine.cursor encoding version written to cursors.state_format
 
 
@@ -827,6 +828,10 @@ class BatchWriter:
         conf.set("spark.databricks.delta.write.txnAppId", app_id or self.options.app_id)
         conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
         conf.set("spark.databricks.delta.commitInfo.userMetadata", tag)
+        # Every MERGE source is a projection of the UDF's local checkpoint: deterministic and
+        # already materialised. Delta's "auto" would still copy it to disk first (it only
+        # trusts sources that read Delta tables alone): one job and one write per MERGE.
+        conf.set(_MATERIALIZE_SOURCE, "none")
         try:
             # a concurrent `ackstate compact` (OPTIMIZE, history trims) may commit to the table
             # while this MERGE runs; the MERGE is idempotent and its source is materialised, so
@@ -836,6 +841,7 @@ class BatchWriter:
             conf.unset("spark.databricks.delta.write.txnAppId")
             conf.unset("spark.databricks.delta.write.txnVersion")
             conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+            conf.unset(_MATERIALIZE_SOURCE)
 
 
 if __name__ == "__main__":  # spark-submit jobs/ingest.py --source ... --warehouse ...
