@@ -161,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
         max_files_per_trigger=getattr(args, "max_files_per_trigger", None)
         or args.config.ingest.get("max_files_per_trigger"),
         settings=EngineSettings.from_config(args.config.engine),
+        write_threads=int(args.config.ingest.get("write_threads", 4)),
     )
     spark = get_spark(args.config)
     query = start_ingest(spark, options)

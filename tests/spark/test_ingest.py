@@ -202,7 +202,8 @@ def test_killed_process_between_state_and_projections_restarts_exactly(spark, wo
 
 
 def test_delta_table_source_gives_the_same_state(spark, well_formed, clean_run, tmp_path, caplog):
-    """The same events from a Delta table (format delta) as from JSON Lines; progress is logged."""
+    """The same events from a Delta table (format delta) as from JSON Lines, written one table
+    at a time (the clean run writes them concurrently); progress is logged."""
     import logging
 
     from schemas.events import EVENT_SCHEMA
@@ -212,14 +213,24 @@ def test_delta_table_source_gives_the_same_state(spark, well_formed, clean_run, 
     rows = [{name: record.get(name) for name in fields} for record in well_formed]
     source = tmp_path / "events_table"
     spark.createDataFrame(rows, EVENT_SCHEMA).write.format("delta").save(str(source))
-    options = IngestOptions(source=str(source), warehouse=tmp_path / "warehouse", format="delta")
+    options = IngestOptions(
+        source=str(source), warehouse=tmp_path / "warehouse", format="delta", write_threads=1
+    )
     with caplog.at_level(logging.INFO, logger="ackstate.ingest"):
         _run(spark, options)
         deadline = time.time() + 30  # listener events arrive asynchronously
         while not any("rows in" in m for m in caplog.messages) and time.time() < deadline:
             time.sleep(0.5)
     actual = snapshot(spark, tmp_path / "warehouse")
-    for name in ("cursors", "topic_partitions", "ack_ranges", "batch_acks", "ledgers"):
+    for name in (
+        "cursors",
+        "topic_partitions",
+        "ack_ranges",
+        "batch_acks",
+        "ledgers",
+        "consumers",
+        "pending_acks",
+    ):
         assert actual[name] == expected[name], name
     assert any("rows in" in m and "rejected" in m for m in caplog.messages), caplog.messages
 
