@@ -820,48 +820,18 @@ class LedgerTrimmer:
 
     @staticmethod
     def _projection(out: DataFrame, kind: str) -> DataFrame:
+        """The trim UDF's changes of one projection table, shaped as the ingest writes them."""
         from pyspark.sql import functions as F
 
+        from jobs.ingest import ack_range_rows, batch_ack_rows
         from schemas.udf import BATCH, RANGE, REDELIVERY
 
-        base = out.filter(F.col("kind") == kind)
         if kind == RANGE:
-            return base.select(
-                "topic",
-                "partition",
-                "subscription",
-                "ledger_id",
-                "lower_entry_id",
-                "upper_entry_id",
-                F.concat(
-                    F.lit("("),
-                    F.col("ledger_id"),
-                    F.lit(":"),
-                    F.col("lower_entry_id"),
-                    F.lit(".."),
-                    F.col("ledger_id"),
-                    F.lit(":"),
-                    F.col("upper_entry_id"),
-                    F.lit("]"),
-                ).alias("range"),
-                "entries",
-                "op",
-            )
-        if kind == REDELIVERY:
-            return base.select(*TABLE_KEYS["redeliveries"], "op")  # the trim only deletes them
-        assert kind == BATCH
-        return base.select(
-            "topic",
-            "partition",
-            "subscription",
-            "ledger_id",
-            "entry_id",
-            F.concat_ws(":", "ledger_id", "entry_id").alias("position"),
-            "batch_size",
-            "ack_set",
-            "acked_count",
-            "op",
-        )
+            return ack_range_rows(out)
+        if kind == BATCH:
+            return batch_ack_rows(out)
+        assert kind == REDELIVERY  # the trim only deletes them
+        return out.filter(F.col("kind") == kind).select(*TABLE_KEYS["redeliveries"], "op")
 
     def _merge_changes(self, name: str, changes: DataFrame) -> int:
         """Upsert / delete projection rows by key, as the ingest maintains them; returns the

@@ -103,6 +103,58 @@ class IngestOptions:
 
 
 # ---- the streaming query ----------------------------------------------------------------
+def ack_range_rows(out: DataFrame) -> DataFrame:
+    """The ``ack_ranges`` changes among the apply (or trim) UDF's rows, with their ``op``."""
+    from pyspark.sql import functions as F
+
+    return out.filter(F.col("kind") == RANGE).select(
+        "topic",
+        "partition",
+        "subscription",
+        "ledger_id",
+        "lower_entry_id",
+        "upper_entry_id",
+        F.concat(
+            F.lit("("),
+            F.col("ledger_id"),
+            F.lit(":"),
+            F.col("lower_entry_id"),
+            F.lit(".."),
+            F.col("ledger_id"),
+            F.lit(":"),
+            F.col("upper_entry_id"),
+            F.lit("]"),
+        ).alias("range"),
+        "entries",
+        "op",
+    )
+
+
+def batch_ack_rows(out: DataFrame) -> DataFrame:
+    """The ``batch_acks`` changes among the apply (or trim) UDF's rows, with their ``op``."""
+    from pyspark.sql import functions as F
+
+    return out.filter(F.col("kind") == BATCH).select(
+        "topic",
+        "partition",
+        "subscription",
+        "ledger_id",
+        "entry_id",
+        F.concat_ws(":", "ledger_id", "entry_id").alias("position"),
+        "batch_size",
+        "ack_set",
+        "acked_count",
+        "op",
+    )
+
+
+def _refusals(out: DataFrame) -> DataFrame:
+    """The engine's refusals among the apply UDF's rows: input row id, reason, detail."""
+    from pyspark.sql import functions as F
+
+    return out.filter(F.col("kind") == REJECT).select(F.col("row").alias("_row"), "reason", "detail")
+
+
 def read_source(spark: SparkSession, options: IngestOptions) -> DataFrame:
     """The input stream as one string column ``value`` holding one JSON record per row."""
     from pyspark.sql import functions as F
@@ -412,7 +464,7 @@ class BatchWriter:
 
         # The engine's refusals are few: they are broadcast to the valid rows (no shuffle of
         # the batch) and only the matched rows are rendered back to JSON (``_write_rejects``).
-        refused = out.filter(F.col("kind") == REJECT).select(F.col("row").alias("_row"), "reason", "detail")
+        refused = _refusals(out)
         counts = rejected.groupBy("reason").count().unionByName(refused.groupBy("reason").count())
         reasons: dict[str, int] = {}
         for r in counts.collect():
@@ -557,7 +609,7 @@ class BatchWriter:
         from pyspark.sql import functions as F
 
         out, valid = frames.out, frames.valid
-        refused = out.filter(F.col("kind") == REJECT).select(F.col("row").alias("_row"), "reason", "detail")
+        refused = _refusals(out)
         engine_rejects = valid.join(F.broadcast(refused), "_row").select(
             *[c for c in REJECTED_EVENT_COLUMNS if c != "raw"],
             F.to_json(F.struct(*[c for c in valid.columns if c != "_row"])).alias("raw"),
@@ -626,47 +678,10 @@ class BatchWriter:
         self._merge(spark, "topic_partitions", part_rows, batch_id, tag)
 
     def _write_ranges(self, spark: SparkSession, out: DataFrame, batch_id: int, tag: str) -> None:
-        from pyspark.sql import functions as F
-
-        ranges = out.filter(F.col("kind") == RANGE).select(
-            "topic",
-            "partition",
-            "subscription",
-            "ledger_id",
-            "lower_entry_id",
-            "upper_entry_id",
-            F.concat(
-                F.lit("("),
-                F.col("ledger_id"),
-                F.lit(":"),
-                F.col("lower_entry_id"),
-                F.lit(".."),
-                F.col("ledger_id"),
-                F.lit(":"),
-                F.col("upper_entry_id"),
-                F.lit("]"),
-            ).alias("range"),
-            "entries",
-            "op",
-        )
-        self._merge_changes(spark, "ack_ranges", ranges, batch_id, tag)
+        self._merge_changes(spark, "ack_ranges", ack_range_rows(out), batch_id, tag)
 
     def _write_batch_acks(self, spark: SparkSession, out: DataFrame, batch_id: int, tag: str) -> None:
-        from pyspark.sql import functions as F
-
-        batches = out.filter(F.col("kind") == BATCH).select(
-            "topic",
-            "partition",
-            "subscription",
-            "ledger_id",
-            "entry_id",
-            F.concat_ws(":", "ledger_id", "entry_id").alias("position"),
-            "batch_size",
-            "ack_set",
-            "acked_count",
-            "op",
-        )
-        self._merge_changes(spark, "batch_acks", batches, batch_id, tag)
+        self._merge_changes(spark, "batch_acks", batch_ack_rows(out), batch_id, tag)
 
     def _write_ledgers(self, spark: SparkSession, out: DataFrame, batch_id: int, tag: str) -> None:
         from pyspark.sql import functions as F

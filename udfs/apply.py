@@ -347,6 +347,49 @@ def _remaining(cursor: Cursor, pos: Any, batch_size: int, batch_index: bool) -> 
     return unacked_count(partial.unacked) if partial is not None else batch_size
 
 
+def emit_cursor(
+    out: _Rows,
+    current: PartitionState,
+    name: str,
+    encoded_before: dict[str, bytes],
+    changed: bool,
+    settings: EngineSettings,
+) -> None:
+    """The ``cursors`` row of one subscription and, if its state ``changed``, the projection
+    changes against the state read (ack ranges, batch entries, consumer tables).
+
+    An unchanged cursor only refreshes its backlog: its encoded states are left null so the
+    MERGE keeps the stored ones. Shared by the ingest and the ledger trim (``udfs.trim``).
+    """
+    cursor = current.cursors[name]
+    out.add(
+        CURSOR,
+        UPSERT,
+        1,
+        subscription=[name],
+        sub_type=[cursor.sub_type],
+        mark_delete_ledger_id=[cursor.mark_delete.ledger_id],
+        mark_delete_entry_id=[cursor.mark_delete.entry_id],
+        state=[cursor.encode() if changed else None],
+        sub_state=[_sub_state(current.subscriptions.get(name)) if changed else None],
+        msg_backlog=[cursor.backlog(current.ledgers)],
+        non_contiguous_deleted_ranges=[cursor.non_contiguous_deleted_ranges],
+        partial_batch_entries=[len(cursor.batch_acks)],
+        state_changed=[changed],
+        last_seq=[current.last_seq],
+        last_event_time=[current.last_event_time],
+    )
+    if not changed:
+        return
+    before = Cursor.decode(encoded_before[name]) if name in encoded_before else None
+    _emit_range_changes(out, name, before, cursor)
+    _emit_batch_changes(out, name, before, cursor)
+    sub = current.subscriptions.get(name)
+    if sub is not None and sub.changes:
+        _emit_subscription_changes(out, name, cursor, sub, settings)
+        sub.changes = Changes()
+
+
 def apply_partition(
     key: tuple[Any, ...], events: pa.Table, state: pa.Table, settings: EngineSettings
 ) -> pa.Table:
@@ -373,35 +416,11 @@ def apply_partition(
         producers_state=[current.producers.encode()],
     )
     emit_producer_rows(out, current, result, events)
-    for name, cursor in current.cursors.items():
+    for name in current.cursors:
         changed = name in result.changed
         if not changed and result.published == 0:
             continue
-        out.add(
-            CURSOR,
-            UPSERT,
-            1,
-            subscription=[name],
-            sub_type=[cursor.sub_type],
-            mark_delete_ledger_id=[cursor.mark_delete.ledger_id],
-            mark_delete_entry_id=[cursor.mark_delete.entry_id],
-            state=[cursor.encode() if changed else None],
-            sub_state=[_sub_state(current.subscriptions.get(name)) if changed else None],
-            msg_backlog=[cursor.backlog(current.ledgers)],
-            non_contiguous_deleted_ranges=[cursor.non_contiguous_deleted_ranges],
-            partial_batch_entries=[len(cursor.batch_acks)],
-            state_changed=[changed],
-            last_seq=[current.last_seq],
-            last_event_time=[current.last_event_time],
-        )
-        if changed:
-            before = Cursor.decode(encoded_before[name]) if name in encoded_before else None
-            _emit_range_changes(out, name, before, cursor)
-            _emit_batch_changes(out, name, before, cursor)
-            sub = current.subscriptions.get(name)
-            if sub is not None and sub.changes:
-                _emit_subscription_changes(out, name, cursor, sub, settings)
-                sub.changes = Changes()
+        emit_cursor(out, current, name, encoded_before, changed, settings)
     grown = [(lid, last) for lid, last in current.ledgers if last_entry_before.get(lid) != last]
     if grown:
         out.add(

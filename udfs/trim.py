@@ -16,17 +16,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from engine import Cursor, EngineSettings
-from engine.subscription import Changes
-from schemas.udf import CURSOR, DELETE, LEDGER, PARTITION, UPSERT
-from udfs.apply import (
-    _emit_batch_changes,
-    _emit_range_changes,
-    _emit_subscription_changes,
-    _Rows,
-    _sub_state,
-    state_from_arrow,
-)
+from engine import EngineSettings
+from schemas.udf import DELETE, LEDGER, PARTITION, UPSERT
+from udfs.apply import _Rows, emit_cursor, state_from_arrow
 
 FIRST_RETAINED = "first_retained_ledger"
 """The extra input column: the first ledger the topic partition keeps."""
@@ -55,32 +47,9 @@ def trim_partition(key: tuple[Any, ...], state: pa.Table) -> pa.Table:
         stale=[0],
     )
     for name in sorted(result.advanced):
-        cursor = current.cursors[name]
-        out.add(
-            CURSOR,
-            UPSERT,
-            1,
-            subscription=[name],
-            sub_type=[cursor.sub_type],
-            mark_delete_ledger_id=[cursor.mark_delete.ledger_id],
-            mark_delete_entry_id=[cursor.mark_delete.entry_id],
-            state=[cursor.encode()],
-            sub_state=[_sub_state(current.subscriptions.get(name))],
-            msg_backlog=[cursor.backlog(current.ledgers)],
-            non_contiguous_deleted_ranges=[cursor.non_contiguous_deleted_ranges],
-            partial_batch_entries=[len(cursor.batch_acks)],
-            state_changed=[True],
-            last_seq=[current.last_seq],
-            last_event_time=[current.last_event_time],
-        )
-        before = Cursor.decode(encoded_before[name])
-        _emit_range_changes(out, name, before, cursor)
-        _emit_batch_changes(out, name, before, cursor)
-        sub = current.subscriptions.get(name)
-        if sub is not None and sub.changes:
-            # only redelivery deletes (Subscription.forget_deleted): no setting shapes them
-            _emit_subscription_changes(out, name, cursor, sub, EngineSettings())
-            sub.changes = Changes()
+        # only redelivery deletes change in a subscription (Subscription.forget_deleted): no
+        # engine setting shapes those rows, so the defaults serve
+        emit_cursor(out, current, name, encoded_before, True, EngineSettings())
     out.add(
         LEDGER,
         DELETE,
