@@ -278,7 +278,14 @@ def _compact_args(p: argparse.ArgumentParser) -> None:
         action="append",
         metavar="TOPIC[:PARTITION]=LEDGER_ID",
         help="the partition's retention deleted its ledgers below LEDGER_ID: trim them here too "
-        "(with the ingest of that partition stopped)",
+        "(safe next to a running ingest, which applies the trim to the partitions it writes)",
+    )
+    p.add_argument(
+        "--trim-wait",
+        type=float,
+        metavar="SECONDS",
+        help="how long a ledger trim waits for the ingest batches running when it was requested "
+        "(default: [compact] trim_wait_seconds, 600)",
     )
 
 

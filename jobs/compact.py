@@ -32,11 +32,13 @@ VACUUM change no row, and a commit that loses a race with the ingest is retried
   VACUUM deletes the files of versions older than the retention; the same limit bounds how far
   back ``--as-of`` can look. Hence the default of 168 hours (Delta's own safety check), and a
   shorter retention only with ``allow_short_vacuum_retention``.
-* The ledger trim rewrites the state the ingest reads and writes: run it while no ingest
-  writes those topic partitions (stop the query, or between ``available-now`` runs). It never
-  overwrites a row the ingest changed after the trim read it (each write is conditional on the
-  row being unchanged); a topic partition whose state changed meanwhile is reported as skipped,
-  and the next run trims it.
+* The ledger trim rewrites the state the ingest reads and writes, so the two agree on it
+  through the ``ledger_trims`` table (``LedgerTrimmer``): the trim is first recorded there, and
+  every ingest batch applies the recorded trims of the partitions it writes before their
+  events; compact then waits for the ingest batches that were already running when it recorded
+  the trim (their checkpoints show them, ``jobs.checkpoints``), and only then trims. Any batch
+  that commits after compact's trim therefore began after the request and writes a state that
+  holds the trim: it may overwrite compact's rows, never undo them.
 """
 
 from __future__ import annotations
@@ -147,6 +149,8 @@ class CompactOptions:
     retention_days: Mapping[str, int] = field(default_factory=dict)
     """History retention per table of ``HISTORY_TABLES``; 0 keeps the rows forever."""
     trims: tuple[LedgerTrim, ...] = ()
+    trim_wait_seconds: float = 600.0
+    """How long a ledger trim waits for the ingest batches running when it was requested."""
     parallelism: int = 2
     max_attempts: int = DEFAULT_ATTEMPTS
 
@@ -206,6 +210,11 @@ class CompactOptions:
             or bool(getattr(args, "allow_short_retention", False)),
             retention_days=retention,
             trims=tuple(trims),
+            trim_wait_seconds=float(
+                getattr(args, "trim_wait", None)
+                if getattr(args, "trim_wait", None) is not None
+                else conf.get("trim_wait_seconds", 600)
+            ),
             parallelism=int(conf.get("parallelism", 2)),
             max_attempts=int(conf.get("max_attempts", DEFAULT_ATTEMPTS)),
         )
@@ -251,7 +260,9 @@ class PartitionTrim:
     batch_acks_deleted: int = 0
     batch_acks_upserted: int = 0
     status: str = "trimmed"
-    """``trimmed``, ``nothing to trim``, or ``skipped: ...`` (its state changed meanwhile)."""
+    """``trimmed``; ``trimmed by the ingest`` (an ingest batch wrote the partition, trim included,
+    after this run read it); ``nothing to trim``; ``skipped: ...`` (its state changed meanwhile
+    and still holds the ledgers) or ``deferred: ...`` (an ingest batch kept running)."""
 
     @property
     def name(self) -> str:
@@ -302,14 +313,15 @@ class CompactReport:
     def format_text(self) -> str:
         lines = [f"ackstate compact: {self.warehouse}"]
         for trim in self.trims:
-            if trim.status != "trimmed":
+            if not trim.status.startswith("trimmed"):
                 lines.append(f"  trim       {trim.name}: {trim.status}")
                 continue
             ids = trim.ledgers_removed
             span = f"{ids[0]}" if len(ids) == 1 else f"{ids[0]}..{ids[-1]}"
             lines.append(
                 f"  trim       {trim.name}: {len(ids)} ledger(s) below {trim.first_retained_ledger} "
-                f"deleted ({span}, {trim.entries_removed:,} entries), "
+                f"deleted{' by the ingest' if trim.status != 'trimmed' else ''} "
+                f"({span}, {trim.entries_removed:,} entries), "
                 f"{len(trim.cursors_advanced)} cursor(s) moved, ack ranges -{trim.ack_ranges_deleted}"
                 f"/+{trim.ack_ranges_upserted}, batch entries -{trim.batch_acks_deleted}"
             )
@@ -602,23 +614,17 @@ class LedgerTrimmer:
 
     def run(self) -> list[PartitionTrim]:
         from delta.tables import DeltaTable
-        from pyspark.sql import functions as F
 
-        from schemas.udf import APPLY_OUTPUT, BATCH, CURSOR, DELETE, LEDGER, PARTITION, RANGE, REDELIVERY
-        from udfs.trim import FIRST_RETAINED, trim_partition
+        from jobs.tables import ensure_tables, read_table
 
         spark = self.spark
         for name in ("cursors", "topic_partitions"):
             if not DeltaTable.isDeltaTable(spark, self.path(name)):
                 raise CompactError(f"--trim-ledgers-before: warehouse has no {name} table")
-        versions = {
-            name: int(DeltaTable.forPath(spark, self.path(name)).history(1).first()["version"])
-            for name in ("cursors", "topic_partitions")
-        }
-        partitions = self._read("topic_partitions", versions)
-        keys = partitions.select("topic", "partition").collect()
+        ensure_tables(spark, self.options.warehouse)  # ledger_trims, in a warehouse older than it
+        keys = read_table(spark, self.options.warehouse, "topic_partitions").select("topic", "partition")
         wanted: dict[tuple[str, int], int] = {}
-        for row in keys:
+        for row in keys.collect():
             for trim in self.options.trims:
                 if trim.matches(row["topic"], row["partition"]):
                     key = (row["topic"], row["partition"])
@@ -630,6 +636,90 @@ class LedgerTrimmer:
             key: PartitionTrim(key[0], key[1], first, status="nothing to trim")
             for key, first in sorted(wanted.items())
         }
+        self._request(wanted)
+        still_running = self._wait_for_ingest()
+        if still_running:
+            for result in results.values():
+                result.status = (
+                    f"deferred: ingest {still_running} kept running for {self.options.trim_wait_seconds:g} s "
+                    "after the trim was requested; the ingest trims the partitions it writes, run again "
+                    "for the others"
+                )
+            return list(results.values())
+        self._trim(wanted, results)
+        self._settle(results)
+        return list(results.values())
+
+    def _request(self, wanted: Mapping[tuple[str, int], int]) -> None:
+        """Record the trims in ``ledger_trims`` before anything is read: every ingest batch that
+        starts from now on applies them to the partitions it writes."""
+        from pyspark.sql import functions as F
+
+        rows = self.spark.createDataFrame(
+            [(t, p, first) for (t, p), first in sorted(wanted.items())],
+            "topic string, partition int, first_retained_ledger long",
+        ).select(
+            "*",
+            F.lit(f"{COMPACT_QUERY_ID}:{self.run_id}").alias("requested_by"),
+            F.to_timestamp(F.lit(self.stamp)).alias("requested_at"),
+        )
+        retry_on_conflict(
+            lambda: rows.write.format("delta").mode("append").save(self.path("ledger_trims")),
+            what="request ledger trims",
+            attempts=self.options.max_attempts,
+        )
+
+    def _wait_for_ingest(self) -> str | None:
+        """Wait until the ingest batches running now have committed (a batch that began before
+        the request may have read the state without it and write it back after our trim).
+        Batches that start later read the request. Returns the one still running at the
+        deadline, if any."""
+        from jobs.checkpoints import running_batches
+
+        running = running_batches(self.options.warehouse)
+        deadline = time.monotonic() + self.options.trim_wait_seconds
+        while running:
+            log.info("ledger trim: waiting for %s", ", ".join(map(str, running)))
+            if time.monotonic() >= deadline:
+                return ", ".join(map(str, running))
+            time.sleep(0.5)
+            running = [r for r in running if not r.finished()]
+        return None
+
+    def _settle(self, results: Mapping[tuple[str, int], PartitionTrim]) -> None:
+        """A partition skipped because an ingest batch wrote it after this run read it: that
+        batch began after the request, so it applied the trim itself. Confirmed from the table:
+        no ledger below the first retained one is left (but the last, never deleted)."""
+        from engine import Ledgers
+        from jobs.tables import read_table
+
+        skipped = {k: r for k, r in results.items() if r.status == _CHANGED_MEANWHILE}
+        if not skipped:
+            return
+        for row in read_table(self.spark, self.options.warehouse, "topic_partitions").collect():
+            result = skipped.get((row["topic"], row["partition"]))
+            if result is None:
+                continue
+            ids = [lid for lid, _ in Ledgers.decode(bytes(row["ledgers"]))]
+            if not [lid for lid in ids[:-1] if lid < result.first_retained_ledger]:
+                result.status = "trimmed by the ingest"
+
+    def _trim(
+        self, wanted: Mapping[tuple[str, int], int], results: Mapping[tuple[str, int], PartitionTrim]
+    ) -> None:
+        from delta.tables import DeltaTable
+        from pyspark.sql import functions as F
+
+        from schemas.udf import APPLY_OUTPUT, BATCH, CURSOR, DELETE, LEDGER, PARTITION, RANGE, REDELIVERY
+        from udfs.apply import FIRST_RETAINED
+        from udfs.trim import trim_partition
+
+        spark = self.spark
+        versions = {
+            name: int(DeltaTable.forPath(spark, self.path(name)).history(1).first()["version"])
+            for name in ("cursors", "topic_partitions")
+        }
+        partitions = self._read("topic_partitions", versions)
         requests = spark.createDataFrame(
             [(t, p, first) for (t, p), first in wanted.items()],
             f"topic string, partition int, {FIRST_RETAINED} long",
@@ -696,7 +786,7 @@ class LedgerTrimmer:
                 else:
                     result.batch_acks_upserted = int(row["n"])
         if not any(r.status == "trimmed" for r in results.values()):
-            return list(results.values())
+            return
 
         # 2. advanceCursorsIfNecessary
         lineage = {
@@ -740,7 +830,7 @@ class LedgerTrimmer:
             results[key].status = _CHANGED_MEANWHILE
         trimmed = [k for k, r in results.items() if r.status == "trimmed"]
         if not trimmed:
-            return list(results.values())
+            return
         keys2 = ["topic", "partition"]
         new_partitions = (
             out.filter(F.col("kind") == PARTITION)
@@ -754,14 +844,13 @@ class LedgerTrimmer:
                 results[key].status = _CHANGED_MEANWHILE
         finished = [k for k in trimmed if k in done_partitions]
         if not finished:
-            return list(results.values())
+            return
         deleted = out.filter(F.col("kind") == LEDGER).join(
             self._keys(finished, "topic string, partition int"), keys2, "left_semi"
         )
         self._merge_changes(
             "ledgers", deleted.select("topic", "partition", "ledger_id", F.lit(DELETE).alias("op"))
         )
-        return list(results.values())
 
     def _keys(self, keys: Iterable[tuple[Any, ...]], schema: str) -> DataFrame:
         return self.spark.createDataFrame(sorted(keys), schema)
@@ -872,8 +961,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(report.format_text() + "\n")
     sys.stdout.flush()
-    # 1: a topic partition could not be trimmed now (its state changed meanwhile); run again
-    skipped = [t for t in report.trims if t.status.startswith("skipped")]
+    # 1: a topic partition could not be trimmed now (its state changed meanwhile, or an ingest
+    # batch kept running); run again
+    skipped = [t for t in report.trims if t.status.startswith(("skipped", "deferred"))]
     return 1 if skipped else 0
 
 

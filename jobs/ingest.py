@@ -17,8 +17,14 @@ Exactly once without multi-table transactions: every write carries Delta's idemp
 pair (``txnAppId`` = this query's app id, ``txnVersion`` = the batch id), so a write a crashed
 run already committed is skipped when the batch runs again; and every output is a pure function
 of the batch's input and the state it started from. To start from that same state after a
-crash, each write is tagged (``userMetadata``) with the batch, and the first batch of a run
-reads the state tables at the version just before that batch's own commit if there is one.
+crash, each write is tagged (``userMetadata``) with the batch and the versions of ``cursors``,
+``topic_partitions`` and ``ledger_trims`` it read; when the first batch of a run repeats a batch
+an earlier run began (its checkpoint has offsets and no commit for it, ``jobs.checkpoints``),
+it reads those same versions.
+
+Ledger trims requested by ``ackstate compact`` (``ledger_trims``) are applied by the batch to
+the partitions it writes, before their events (``udfs.apply``): a trim that compact commits
+while the batch runs is then part of what the batch writes, not undone by it.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import hashlib
 import logging
 import os
 import queue
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -37,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine import EngineSettings
 from jobs import progress
+from jobs.checkpoints import register, uncommitted_batch
 from jobs.errors import AckstateError
 from jobs.ingest_producers import write_producer_tables
 from jobs.retry import retry_on_conflict
@@ -68,6 +76,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("ackstate.ingest")
 
 STATE_TABLES = ("topic_partitions", "cursors")
+READ_TABLES = (*STATE_TABLES, "ledger_trims")
+"""What a batch reads besides its events; the versions it read go into its commits' metadata."""
+_METADATA = re.compile(r"^(?P<tag>\S+)(?: read (?P<versions>\S+))?$")
 _MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 STATE_FORMAT = 1  # engine.cursor encoding version written to cursors.state_format
 
@@ -175,7 +186,9 @@ def start_ingest(
 ) -> StreamingQuery:
     ensure_tables(spark, options.warehouse)
     _register_listener(spark)
+    register(options.warehouse, options.app_id, options.checkpoint_path)
     writer = writer or BatchWriter(options)
+    writer.repeats = uncommitted_batch(options.checkpoint_path)
     stream = read_source(spark, options).writeStream.foreachBatch(writer)
     stream = stream.option("checkpointLocation", options.checkpoint_path).queryName("ackstate-ingest")
     if options.trigger == "available-now":
@@ -289,9 +302,11 @@ class _Phases:
     """Wall time of each phase of a batch, logged at DEBUG: where a slow batch spends its time.
     Also the kill points of the crash tests."""
 
-    def __init__(self, batch_id: int, kill_at: str | None, hard: bool) -> None:
+    def __init__(
+        self, batch_id: int, kill_at: str | None, hard: bool, on_phase: Callable[[int, str], None] | None
+    ) -> None:
         self.batch_id, self.last = batch_id, time.time()
-        self.kill_at, self.hard = kill_at, hard
+        self.kill_at, self.hard, self.on_phase = kill_at, hard, on_phase
 
     def done(self, phase: str, since: float | None = None) -> None:
         """``phase`` ended now; it began at the previous phase's end, or at ``since`` for a
@@ -302,6 +317,8 @@ class _Phases:
         )
         if since is None:
             self.last = now
+        if self.on_phase is not None:
+            self.on_phase(self.batch_id, phase)
         if self.kill_at == f"{self.batch_id}:{phase}":
             if self.hard:
                 log.warning(
@@ -314,19 +331,32 @@ class _Phases:
 class BatchWriter:
     """The ``foreachBatch`` function; see the module docstring for the exactly-once design."""
 
-    def __init__(self, options: IngestOptions, *, kill_at: str | None = None, hard: bool = True) -> None:
+    def __init__(
+        self,
+        options: IngestOptions,
+        *,
+        kill_at: str | None = None,
+        hard: bool = True,
+        on_phase: Callable[[int, str], None] | None = None,
+    ) -> None:
         self.options = options
         self.kill_at = kill_at if kill_at is not None else os.environ.get(KILL_AT_ENV)
         self.hard = hard
+        self.on_phase = on_phase
+        """Called after each phase of each batch: tests interleave other jobs with a batch."""
         self._first_batch = True
         self._sessions: list[SparkSession] = []  # for concurrent writes (_write_sessions)
+        self.repeats: int | None = -1
+        """The batch an earlier run began and did not commit (set by ``start_ingest`` from the
+        checkpoint; None: none; -1: unknown, so the first batch looks for its own commits)."""
 
     def __call__(self, raw: DataFrame, batch_id: int) -> None:
         spark = raw.sparkSession
         started = time.time()
-        self._phases = _Phases(batch_id, self.kill_at, self.hard)
+        self._phases = _Phases(batch_id, self.kill_at, self.hard, self.on_phase)
         tag = f"{self.options.app_id}:{batch_id}"
-        pinned = self._pinned_versions(spark, tag) if self._first_batch else {}
+        repeat = self._first_batch and self.repeats in (-1, batch_id)
+        pinned = self._pinned_versions(spark, tag) if repeat else {}
         self._first_batch = False
 
         raw = raw.persist()
@@ -340,23 +370,48 @@ class BatchWriter:
             raw.unpersist()
 
     def _pinned_versions(self, spark: SparkSession, tag: str) -> dict[str, int]:
-        """If a crashed run already committed part of this batch, the state before it."""
-        from delta.tables import DeltaTable
-        from pyspark.sql import functions as F
+        """If a crashed run already committed part of this batch, the versions it read.
 
-        pinned = {}
-        for name in STATE_TABLES:
-            history = DeltaTable.forPath(spark, table_path(self.options.warehouse, name)).history(100)
-            hit = history.filter(F.col("userMetadata") == tag).agg(F.min("version")).first()
-            if hit is not None and hit[0] is not None:
-                pinned[name] = int(hit[0]) - 1
-                log.info(
-                    "batch %s was partly written before a restart: reading %s at version %d",
-                    tag,
-                    name,
-                    pinned[name],
-                )
+        Its commits carry them (``_metadata``); commits of an older ackstate carry the bare tag,
+        and then the state tables are read just before the batch's first commit to them.
+        """
+        from delta.tables import DeltaTable
+
+        earliest: dict[str, int] = {}
+        for name in TABLES:
+            path = table_path(self.options.warehouse, name)
+            if not DeltaTable.isDeltaTable(spark, path):
+                continue
+            for row in (
+                DeltaTable.forPath(spark, path).history(100).select("version", "userMetadata").collect()
+            ):
+                match = _METADATA.match(row["userMetadata"] or "")
+                if match is None or match["tag"] != tag:
+                    continue
+                if match["versions"]:
+                    pinned = {
+                        table: int(version)
+                        for table, version in (item.split("@") for item in match["versions"].split(","))
+                    }
+                    log.info("batch %s was partly written before a restart: reading %s", tag, pinned)
+                    return pinned
+                if name in STATE_TABLES:
+                    earliest[name] = min(earliest.get(name, row["version"]), row["version"])
+        pinned = {name: version - 1 for name, version in earliest.items()}
+        if pinned:
+            log.info("batch %s was partly written before a restart: reading %s", tag, pinned)
         return pinned
+
+    def _read_versions(self, spark: SparkSession) -> dict[str, int]:
+        """The latest version of each table the batch reads, to read and to record."""
+        from delta.tables import DeltaTable
+
+        return {
+            name: int(
+                DeltaTable.forPath(spark, table_path(self.options.warehouse, name)).history(1).first()[0]
+            )
+            for name in READ_TABLES
+        }
 
     def _apply(
         self,
@@ -380,12 +435,17 @@ class BatchWriter:
         try:
             keys = ["topic", "partition"]
             touched = valid.select(*keys).distinct()
+            # pinned: the versions a crashed run of this batch read (a version of a table it
+            # did not know, e.g. ledger_trims, is absent: nothing to read there)
+            versions = pinned or self._read_versions(spark)
+            tag = f"{tag} read " + ",".join(f"{name}@{versions[name]}" for name in sorted(versions))
             partitions = read_table(
-                spark, self.options.warehouse, "topic_partitions", as_of=pinned.get("topic_partitions")
+                spark, self.options.warehouse, "topic_partitions", as_of=versions.get("topic_partitions")
             ).join(touched, keys, "left_semi")
-            cursors = read_table(spark, self.options.warehouse, "cursors", as_of=pinned.get("cursors")).join(
-                touched, keys, "left_semi"
-            )
+            cursors = read_table(
+                spark, self.options.warehouse, "cursors", as_of=versions.get("cursors")
+            ).join(touched, keys, "left_semi")
+            partitions = partitions.join(self._trim_requests(spark, versions, touched), keys, "left")
             state = partitions.select(
                 *keys,
                 F.lit(PARTITION).alias("kind"),
@@ -395,6 +455,7 @@ class BatchWriter:
                 "last_event_time",
                 F.lit(None).cast("binary").alias("sub_state"),
                 "producers_state",
+                "first_retained_ledger",
             ).unionByName(
                 cursors.select(
                     *keys,
@@ -405,6 +466,7 @@ class BatchWriter:
                     F.lit(None).cast("long").alias("last_event_time"),
                     F.col("subscription_state").alias("sub_state"),
                     F.lit(None).cast("binary").alias("producers_state"),
+                    F.lit(None).cast("long").alias("first_retained_ledger"),
                 )
             )
             # materialised: the state of the touched partitions is small (one row per cursor)
@@ -431,6 +493,21 @@ class BatchWriter:
         finally:
             marked.unpersist()
         progress.record(figures)
+
+    def _trim_requests(self, spark: SparkSession, versions: dict[str, int], touched: DataFrame) -> DataFrame:
+        """The largest requested first retained ledger of each touched partition (trims only move
+        forward; one already applied deletes nothing again)."""
+        from pyspark.sql import functions as F
+
+        version = versions.get("ledger_trims")
+        if not version:  # version 0 is the empty table as created
+            return spark.createDataFrame([], "topic string, partition int, first_retained_ledger long")
+        return (
+            read_table(spark, self.options.warehouse, "ledger_trims", as_of=version)
+            .join(touched, ["topic", "partition"], "left_semi")
+            .groupBy("topic", "partition")
+            .agg(F.max("first_retained_ledger").alias("first_retained_ledger"))
+        )
 
     # ---- writes -------------------------------------------------------------------------
     def _write(

@@ -107,6 +107,19 @@ LEDGERS: Final = T.StructType(
     ]
 )
 
+# Ledger-trim requests (``ackstate compact --trim-ledgers-before``), append-only: the first
+# ledger a topic partition keeps. The compact job applies them, and so does every ingest batch
+# to the partitions it writes (jobs.compact, "Next to a running ingest"), so the two writers
+# never undo each other's trim.
+LEDGER_TRIMS: Final = T.StructType(
+    [
+        *_partition_key(),
+        _col("first_retained_ledger", _LONG, False),
+        _col("requested_by", _STRING),  # the compact run (COMPACT_QUERY_ID:run id)
+        _col("requested_at", _TIMESTAMP),
+    ]
+)
+
 REJECTED_EVENTS: Final = T.StructType(
     [
         _col("event_id", _STRING),
@@ -268,6 +281,7 @@ TABLES: Final[dict[str, T.StructType]] = {
     "active_consumer_changes": ACTIVE_CONSUMER_CHANGES,
     "producers": PRODUCERS,
     "send_receipts": SEND_RECEIPTS,
+    "ledger_trims": LEDGER_TRIMS,
 }
 
 # MERGE keys: one row per key. Append-only tables without a natural key map to ().
@@ -285,8 +299,9 @@ TABLE_KEYS: Final[dict[str, tuple[str, ...]]] = {
     "active_consumer_changes": ("topic", "partition", "subscription", "seq"),
     "producers": ("topic", "partition", "producer_name"),
     "send_receipts": ("topic", "partition", "event_id"),
+    "ledger_trims": (),
 }
-APPEND_ONLY: Final[frozenset[str]] = frozenset({"rejected_events", "ingest_batches"})
+APPEND_ONLY: Final[frozenset[str]] = frozenset({"rejected_events", "ingest_batches", "ledger_trims"})
 
 # Layout hint: Delta liquid-clustering columns (or Z-order columns where clustering is not
 # available). State is clustered by topic partition, the unit every batch rewrites.
@@ -304,4 +319,5 @@ TABLE_CLUSTERING: Final[dict[str, tuple[str, ...]]] = {
     "active_consumer_changes": ("topic", "partition"),
     "producers": ("topic", "partition"),
     "send_receipts": ("topic", "partition"),
+    "ledger_trims": ("topic", "partition"),
 }

@@ -33,6 +33,9 @@ STATE_INPUT: Final = T.StructType(
         # kind "cursor": the encoded consumers of the subscription (engine.subscription)
         T.StructField("sub_state", T.BinaryType()),
         T.StructField("producers_state", T.BinaryType()),
+        # kind "partition": the first ledger a requested ledger trim keeps (null: none asked);
+        # applied before the batch's events (udfs.apply, udfs.trim)
+        T.StructField("first_retained_ledger", T.LongType()),
     ]
 )
 

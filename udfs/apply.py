@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from engine import Cursor, EngineSettings, EventBatch, Ledgers, PartitionState, Producers
+from engine import Cursor, EngineSettings, EventBatch, Ledgers, PartitionState, Producers, TrimResult
 from engine.ackset import mask_to_words, unacked_count
 from engine.events import ACK_TYPE_CODE, EVENT_TYPES
 from engine.subscription import SINGLE_ACTIVE_MODES, Changes, Subscription
@@ -112,6 +112,19 @@ def state_from_arrow(topic: str, partition: int, state: pa.Table) -> tuple[Parti
             if row.get("sub_state"):
                 result.subscriptions[row["subscription"]] = Subscription.decode(row["sub_state"])
     return result, encoded
+
+
+FIRST_RETAINED = "first_retained_ledger"
+"""The ``STATE_INPUT`` column of a requested ledger trim (on the partition's row)."""
+
+
+def requested_trim(state: pa.Table) -> int | None:
+    """The first ledger a requested trim keeps, or None: the largest request wins (trims only
+    ever move forward, and applying one twice deletes nothing the second time)."""
+    if FIRST_RETAINED not in state.column_names:
+        return None
+    value = pc.max(state.column(FIRST_RETAINED)).as_py()
+    return int(value) if value is not None else None
 
 
 # ---- engine -> Arrow -------------------------------------------------------------------
@@ -390,16 +403,36 @@ def emit_cursor(
         sub.changes = Changes()
 
 
+def emit_ledger_deletes(out: _Rows, trimmed: TrimResult) -> None:
+    """``ledgers`` deletes for the ledgers a trim removed (shared with ``udfs.trim``)."""
+    out.add(
+        LEDGER,
+        DELETE,
+        len(trimmed.removed),
+        ledger_id=[lid for lid, _ in trimmed.removed],
+        upper_entry_id=[last for _, last in trimmed.removed],
+        entries=[last + 1 for _, last in trimmed.removed],
+    )
+
+
 def apply_partition(
     key: tuple[Any, ...], events: pa.Table, state: pa.Table, settings: EngineSettings
 ) -> pa.Table:
-    """Apply one topic partition's events of a micro-batch to its state (cogroup function)."""
+    """Apply one topic partition's events of a micro-batch to its state (cogroup function).
+
+    A ledger trim requested for the partition (``first_retained_ledger`` on its state row) is
+    applied first, as if the broker's retention ran just before the batch: the ingest then
+    writes a state that already holds it, so a trim that ``ackstate compact`` commits while
+    this batch runs is never undone by the batch's writes (``jobs.compact``).
+    """
     topic, partition = key[0].as_py(), int(key[1].as_py())
     out = _Rows(topic, partition)
     current, encoded_before = state_from_arrow(topic, partition, state)
     if events.num_rows == 0:
         return out.table()
     last_entry_before = dict(current.ledgers)  # ledger id -> last entry id
+    first_retained = requested_trim(state)
+    trimmed = current.trim_ledgers(first_retained) if first_retained is not None else TrimResult()
     # seq order, and input order among equal seqs: the first is applied, a replay is stale
     events = events.sort_by([("seq", "ascending"), ("_row", "ascending")])
     result = current.apply(events_to_batch(events), settings)
@@ -417,10 +450,11 @@ def apply_partition(
     )
     emit_producer_rows(out, current, result, events)
     for name in current.cursors:
-        changed = name in result.changed
-        if not changed and result.published == 0:
+        changed = name in result.changed or name in trimmed.advanced
+        if not changed and result.published == 0 and not trimmed.removed:
             continue
         emit_cursor(out, current, name, encoded_before, changed, settings)
+    emit_ledger_deletes(out, trimmed)
     grown = [(lid, last) for lid, last in current.ledgers if last_entry_before.get(lid) != last]
     if grown:
         out.add(

@@ -40,6 +40,7 @@ EXPECTED_COLUMNS = {
     "msg_drop_count last_event_time query_id batch_id updated_at",
     "send_receipts": "topic partition event_id seq event_time producer_name sequence_id highest_sequence_id "
     "dedup_status receipt receipt_ledger_id receipt_entry_id error dropped query_id batch_id updated_at",
+    "ledger_trims": "topic partition first_retained_ledger requested_by requested_at",
 }
 
 

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,12 +27,34 @@ DEMO_FILES = 3
 _DEMO: dict[str, Path] = {}
 
 
-def ingest(spark: SparkSession, source: Path, warehouse: Path) -> None:
-    """``ackstate ingest --trigger available-now --max-files-per-trigger 1``, in this session."""
-    options = IngestOptions(source=str(source), warehouse=warehouse, max_files_per_trigger=1)
-    query = start_ingest(spark, options, BatchWriter(options))
-    query.awaitTermination()
-    assert query.exception() is None, query.exception()
+def ingest(
+    spark: SparkSession,
+    source: Path,
+    warehouse: Path,
+    *,
+    write_threads: int = 4,
+    kill_at: str | None = None,
+    on_phase: Callable[[int, str], None] | None = None,
+) -> None:
+    """``ackstate ingest --trigger available-now --max-files-per-trigger 1``, in this session.
+
+    ``kill_at`` (``batch:phase``) makes the batch fail there (in process, like a crash: the
+    checkpoint keeps the batch uncommitted); ``on_phase`` runs after each phase of each batch.
+    """
+    options = IngestOptions(
+        source=str(source), warehouse=warehouse, max_files_per_trigger=1, write_threads=write_threads
+    )
+    writer = BatchWriter(options, kill_at=kill_at, hard=False, on_phase=on_phase)
+    query = start_ingest(spark, options, writer)
+    try:
+        query.awaitTermination()
+    except Exception:  # the simulated crash, as StreamingQueryException
+        if kill_at is None:
+            raise
+    if kill_at is None:
+        assert query.exception() is None, query.exception()
+    else:
+        assert "simulated crash" in str(query.exception()), query.exception()
 
 
 def demo_warehouse(spark: SparkSession, root: Path) -> Path:

@@ -5,6 +5,7 @@ running ingest loses nothing, and time travel still answers within the VACUUM re
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -20,7 +21,15 @@ from delta.tables import DeltaTable
 from engine import Cursor, EngineSettings, EventBatch, Ledgers, PartitionState
 from engine.subscription import Subscription
 from jobs.cli import main
-from jobs.compact import COMPACT_QUERY_ID, CompactOptions, compact
+from jobs.compact import (
+    COMPACT_QUERY_ID,
+    CompactOptions,
+    CompactReport,
+    LedgerTrim,
+    LedgerTrimmer,
+    PartitionTrim,
+    compact,
+)
 from jobs.generate import MALFORMED_KEY, iter_events
 from jobs.tables import read_table, table_path
 from schemas.tables import TABLES
@@ -193,6 +202,7 @@ def test_history_retention_trims_only_rows_older_than_the_retention(spark, demo,
         "active_consumer_changes": 1,
         "producers": None,
         "send_receipts": 1,
+        "ledger_trims": None,
     }
     assert report["totals"]["rows_trimmed"] == 5
     batches = read_table(spark, warehouse, "ingest_batches")
@@ -404,6 +414,142 @@ def test_ledger_trim_goes_through_the_engine_and_the_ingest_goes_on(spark, tmp_p
     _engine(second, states)
     _assert_tables_hold(spark, warehouse, states)
     assert str(states[(TRIMMED, 0)].cursors["e"].mark_delete) == "8:-1"
+
+
+def _trim_options(warehouse: Path, wait: float = 120) -> CompactOptions:
+    """Only the ledger trim (and a cheap pass over ``cursors``)."""
+    return CompactOptions(
+        warehouse=warehouse,
+        tables=("cursors",),
+        optimize=False,
+        vacuum=False,
+        checkpoint=False,
+        trims=(LedgerTrim.parse(f"{TRIMMED}:0=8"),),
+        trim_wait_seconds=wait,
+    )
+
+
+def test_a_trim_committed_while_an_ingest_batch_runs_is_kept_by_that_batch(spark, tmp_path):
+    """The interleaving the protocol allows: compact records the trim and finds no batch
+    running; a batch starts and reads the state; compact trims; the batch writes. The batch read
+    the request, so it applied the trim before its events and its writes keep it."""
+    first, second = _trim_workload()
+    source, warehouse = tmp_path / "source", tmp_path / "warehouse"
+    write_events(source, [first])
+    ingest(spark, source, warehouse)
+    states: dict[tuple[str, int], PartitionState] = {}
+    _engine(first, states)
+
+    options = _trim_options(warehouse)
+    trimmer = LedgerTrimmer(spark, options, CompactReport(str(warehouse), "now"), run_id=1)
+    wanted = {(TRIMMED, 0): 8}
+    results = {(TRIMMED, 0): PartitionTrim(TRIMMED, 0, 8, status="nothing to trim")}
+    trimmer._request(wanted)  # the steps of LedgerTrimmer.run, split around the batch
+    assert trimmer._wait_for_ingest() is None
+
+    def trim_meanwhile(batch_id: int, phase: str) -> None:
+        if phase == "read state":
+            trimmer._trim(wanted, results)
+            assert results[(TRIMMED, 0)].status == "trimmed"
+
+    write_events(source, [second], prefix="more")
+    ingest(spark, source, warehouse, on_phase=trim_meanwhile)
+    assert results[(TRIMMED, 0)].status == "trimmed"
+    states[(TRIMMED, 0)].trim_ledgers(8)
+    _engine(second, states)
+    _assert_tables_hold(spark, warehouse, states)
+
+
+def test_a_trim_waits_for_the_ingest_batch_running_when_it_was_requested(spark, tmp_path):
+    """A batch that read the state before the request would write it back over the trim:
+    compact sees it running in the ingest's checkpoint and trims after it committed."""
+    first, second = _trim_workload()
+    source, warehouse = tmp_path / "source", tmp_path / "warehouse"
+    write_events(source, [first])
+    ingest(spark, source, warehouse)
+    states: dict[tuple[str, int], PartitionState] = {}
+    _engine(first, states)
+    reports: list[CompactReport] = []
+    errors: list[BaseException] = []
+
+    def run_compact() -> None:
+        try:
+            reports.append(compact(spark, _trim_options(warehouse)))
+        except BaseException as exc:  # surfaced by the test thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=run_compact)
+    waiting = threading.Event()
+
+    class Waiting(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith("ledger trim: waiting for batch 1 of "):
+                waiting.set()
+
+    def compact_meanwhile(batch_id: int, phase: str) -> None:
+        if phase != "read state":
+            return
+        thread.start()
+        assert waiting.wait(timeout=180), f"compact did not wait for the running batch {errors}"
+        time.sleep(1)
+        assert [r.first_ledger for r in _ledger_ids(spark, warehouse)] == [3], "compact trimmed meanwhile"
+
+    handler, logger = Waiting(), logging.getLogger("ackstate.compact")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        write_events(source, [second], prefix="more")
+        ingest(spark, source, warehouse, on_phase=compact_meanwhile)
+        thread.join(timeout=300)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert not errors, errors
+    (report,) = reports
+    assert [t.status for t in report.trims] == ["trimmed"]
+    _engine(second, states)  # the batch applied its events without the trim, then compact trimmed
+    states[(TRIMMED, 0)].trim_ledgers(8)
+    _assert_tables_hold(spark, warehouse, states)
+
+
+def _ledger_ids(spark, warehouse: Path) -> list:
+    from pyspark.sql import functions as F
+
+    return (
+        read_table(spark, warehouse, "ledgers")
+        .filter((F.col("topic") == TRIMMED) & (F.col("partition") == 0))
+        .agg(F.min("ledger_id").alias("first_ledger"))
+        .collect()
+    )
+
+
+def test_a_restarted_batch_applies_the_trims_its_first_run_read_and_no_later_one(spark, tmp_path):
+    """A batch interrupted after its ``cursors`` write and repeated after a trim was requested:
+    the repeat reads the versions the first run recorded in its commits, so it writes the
+    untrimmed state the first run began (its cursors are already in the table); compact,
+    deferred while the batch stood interrupted, trims once it committed."""
+    first, second = _trim_workload()
+    source, warehouse = tmp_path / "source", tmp_path / "warehouse"
+    write_events(source, [first])
+    ingest(spark, source, warehouse)
+    states: dict[tuple[str, int], PartitionState] = {}
+    _engine(first, states)
+
+    write_events(source, [second], prefix="more")
+    ingest(spark, source, warehouse, write_threads=1, kill_at="1:merge cursors")
+    report = compact(spark, _trim_options(warehouse, wait=1))
+    (trim,) = report.trims
+    assert trim.status.startswith("deferred: ingest batch 1 of "), trim.status
+
+    ingest(spark, source, warehouse, write_threads=1)
+    _engine(second, states)
+    _assert_tables_hold(spark, warehouse, states)
+
+    report = compact(spark, _trim_options(warehouse, wait=1))
+    assert [t.status for t in report.trims] == ["trimmed"]
+    states[(TRIMMED, 0)].trim_ledgers(8)
+    _assert_tables_hold(spark, warehouse, states)
 
 
 def test_trimming_a_topic_that_is_not_there_is_an_error(spark, demo, capsys):

@@ -7,9 +7,12 @@ key. Replaying those differences must rebuild exactly the engine's ranges and ba
 
 from __future__ import annotations
 
+import copy
+
 import pyarrow as pa
 
-from engine import Cursor, EngineSettings, EventBatch, PartitionState
+from engine import Cursor, EngineSettings, EventBatch, Ledgers, PartitionState
+from engine.subscription import Subscription
 from jobs.generate import MALFORMED_KEY, iter_events
 from schemas.events import EVENT_ARROW_SCHEMA
 from schemas.udf import (
@@ -18,6 +21,7 @@ from schemas.udf import (
     CURSOR,
     DELETE,
     LATE_RECEIPT,
+    LEDGER,
     PARTITION,
     PENDING,
     PRODUCER,
@@ -28,6 +32,7 @@ from schemas.udf import (
     STATE_INPUT,
 )
 from udfs.apply import apply_partition
+from udfs.trim import trim_partition
 
 EVENTS_ARROW = pa.schema([*EVENT_ARROW_SCHEMA, pa.field("_row", pa.int64())])
 STATE_ARROW = pa.schema(
@@ -41,6 +46,7 @@ STATE_ARROW = pa.schema(
         pa.field("last_event_time", pa.int64()),
         pa.field("sub_state", pa.binary()),
         pa.field("producers_state", pa.binary()),
+        pa.field("first_retained_ledger", pa.int64()),
     ]
 )
 
@@ -55,36 +61,34 @@ def _one_partition(records: list[dict]) -> tuple[str, int, list[dict]]:
     return key[0], key[1], [r for r in records if (r["topic"], r.get("partition", -1)) == key]
 
 
-def test_batches_of_differences_rebuild_the_engine_state_exactly():
-    records = [
-        r
-        for r in iter_events(events=3000, topics=1, partitions=1, subscriptions_per_topic=4, seed=5)
-        if MALFORMED_KEY not in r
-    ]
-    topic, partition, events = _one_partition(records)
-    names = [f.name for f in EVENT_ARROW_SCHEMA]
-    settings = EngineSettings(acknowledgment_at_batch_index_level_enabled=True)
-    state_rows: dict[tuple[str, str | None], dict] = {}
-    ranges: dict[tuple, tuple] = {}
-    batches: dict[tuple, tuple] = {}
-    consumers: dict[tuple, tuple] = {}
-    pending: dict[tuple, int] = {}
-    redeliveries: dict[tuple, tuple] = {}
-    rejects = 0
-    key = (pa.scalar(topic), pa.scalar(partition, pa.int32()))
-    for start in range(0, len(events), 700):
-        chunk = [
-            {**{n: e.get(n) for n in names}, "_row": i}
-            for i, e in enumerate(events[start : start + 700], start)
+class _Tables:
+    """The warehouse of one topic partition as the ingest keeps it: the state rows the next
+    batch reads, and the projections maintained from upsert/delete rows by key (as MERGE)."""
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic, self.partition = topic, partition
+        self.state_rows: dict[tuple[str, str | None], dict] = {}
+        self.ranges: dict[tuple, tuple] = {}
+        self.batches: dict[tuple, tuple] = {}
+        self.consumers: dict[tuple, tuple] = {}
+        self.pending: dict[tuple, int] = {}
+        self.redeliveries: dict[tuple, tuple] = {}
+        self.ledgers: dict[int, int] = {}
+        self.rejects = 0
+
+    def state(self, first_retained_ledger: int | None = None) -> pa.Table:
+        rows = [
+            {**row, "first_retained_ledger": first_retained_ledger if kind == PARTITION else None}
+            for (kind, _), row in self.state_rows.items()
         ]
-        table = pa.Table.from_pylist(chunk, schema=EVENTS_ARROW)
-        state = pa.Table.from_pylist(list(state_rows.values()), schema=STATE_ARROW)
-        out = apply_partition(key, table, state, settings).to_pylist()
+        return pa.Table.from_pylist(rows, schema=STATE_ARROW)
+
+    def write(self, out: list[dict]) -> None:
         for row in out:
             if row["kind"] == PARTITION:
-                state_rows[(PARTITION, None)] = {
-                    "topic": topic,
-                    "partition": partition,
+                self.state_rows[(PARTITION, None)] = {
+                    "topic": self.topic,
+                    "partition": self.partition,
                     "kind": PARTITION,
                     "subscription": None,
                     "state": row["ledgers"],
@@ -93,9 +97,9 @@ def test_batches_of_differences_rebuild_the_engine_state_exactly():
                     "sub_state": None,
                 }
             elif row["kind"] == CURSOR and row["state_changed"]:
-                state_rows[(CURSOR, row["subscription"])] = {
-                    "topic": topic,
-                    "partition": partition,
+                self.state_rows[(CURSOR, row["subscription"])] = {
+                    "topic": self.topic,
+                    "partition": self.partition,
                     "kind": CURSOR,
                     "subscription": row["subscription"],
                     "state": row["state"],
@@ -106,69 +110,147 @@ def test_batches_of_differences_rebuild_the_engine_state_exactly():
             elif row["kind"] == RANGE:
                 k = (row["subscription"], row["ledger_id"], row["lower_entry_id"])
                 if row["op"] == DELETE:
-                    del ranges[k]
+                    self.ranges.pop(k, None)  # MERGE: deleting a missing key is a no-op
                 else:
-                    ranges[k] = (row["upper_entry_id"],)
+                    self.ranges[k] = (row["upper_entry_id"],)
             elif row["kind"] == BATCH:
                 k = (row["subscription"], row["ledger_id"], row["entry_id"])
                 if row["op"] == DELETE:
-                    del batches[k]
+                    self.batches.pop(k, None)
                 else:
-                    batches[k] = (row["batch_size"], tuple(row["ack_set"]), row["acked_count"])
+                    self.batches[k] = (row["batch_size"], tuple(row["ack_set"]), row["acked_count"])
             elif row["kind"] == CONSUMER:
-                consumers[(row["subscription"], row["consumer_id"])] = (
+                self.consumers[(row["subscription"], row["consumer_id"])] = (
                     row["connected"],
                     row["unacked_messages"],
                 )
             elif row["kind"] == PENDING:
                 k = (row["subscription"], row["consumer_id"], row["ledger_id"], row["entry_id"])
                 if row["op"] == DELETE:
-                    pending.pop(k, None)  # added and removed within one batch: a no-op delete
+                    self.pending.pop(k, None)  # added and removed within one batch: a no-op delete
                 else:
-                    pending[k] = row["redelivery_count"]
+                    self.pending[k] = row["redelivery_count"]
             elif row["kind"] == REDELIVERY:
                 k = (row["subscription"], row["ledger_id"], row["entry_id"])
                 if row["op"] == DELETE:
-                    redeliveries.pop(k, None)  # also removes delivered history rows, as MERGE does
+                    self.redeliveries.pop(k, None)  # also removes delivered history rows, as MERGE does
                 else:
-                    redeliveries[k] = (row["reason"], row["redelivery_count"], row["delivered_at"])
+                    self.redeliveries[k] = (row["reason"], row["redelivery_count"], row["delivered_at"])
+            elif row["kind"] == LEDGER:
+                if row["op"] == DELETE:
+                    self.ledgers.pop(row["ledger_id"], None)
+                else:
+                    self.ledgers[row["ledger_id"]] = row["upper_entry_id"]
             elif row["kind"] == REJECT:
-                rejects += 1
+                self.rejects += 1
+
+    def assert_holds(self, whole: PartitionState) -> None:
+        """Every table is exactly the engine's ``whole`` state."""
+        assert set(whole.cursors) == {sub for kind, sub in self.state_rows if kind == CURSOR}
+        assert Ledgers.decode(self.state_rows[(PARTITION, None)]["state"]) == whole.ledgers
+        assert self.ledgers == dict(whole.ledgers)
+        expected_ranges, expected_batches = {}, {}
+        for name, cursor in whole.cursors.items():
+            assert Cursor.decode(self.state_rows[(CURSOR, name)]["state"]) == cursor
+            for ledger, firsts, lasts in cursor.acked.runs():
+                for first, last in zip(firsts.tolist(), lasts.tolist(), strict=True):
+                    expected_ranges[(name, ledger, first - 1)] = (last,)
+            for pos, batch in cursor.batch_ack_rows():
+                expected_batches[(name, *pos)] = (batch.batch_size, tuple(batch.words), batch.acked_count)
+        assert self.ranges == expected_ranges
+        assert self.batches == expected_batches
+        # the consumer tables, rebuilt from differences, are the engine's consumer state
+        connected = {k: v[1] for k, v in self.consumers.items() if v[0]}
+        assert connected == {
+            (name, cid): c.unacked
+            for name, sub in whole.subscriptions.items()
+            for cid, c in sub.consumers.items()
+        }
+        assert self.pending == {
+            (name, cid, *pos): p.redelivery_count
+            for name, sub in whole.subscriptions.items()
+            for cid, c in sub.consumers.items()
+            for pos, p in c.pending.items()
+        }
+        due = {k: v[:2] for k, v in self.redeliveries.items() if v[2] is None}
+        assert due == {
+            (name, *pos): (r.reason, r.redelivery_count)
+            for name, sub in whole.subscriptions.items()
+            for pos, r in sub.redeliveries.items()
+        }
+        for name, sub in whole.subscriptions.items():
+            encoded = self.state_rows[(CURSOR, name)]["sub_state"]
+            assert (Subscription.decode(encoded) if encoded else Subscription()).encode() == sub.encode()
+
+
+def _event_table(events: list[dict], first_row: int) -> pa.Table:
+    names = [f.name for f in EVENT_ARROW_SCHEMA]
+    rows = [{**{n: e.get(n) for n in names}, "_row": i} for i, e in enumerate(events, first_row)]
+    return pa.Table.from_pylist(rows, schema=EVENTS_ARROW)
+
+
+def _workload(events: int = 3000, seed: int = 5) -> tuple[str, int, list[dict]]:
+    records = [
+        r
+        for r in iter_events(events=events, topics=1, partitions=1, subscriptions_per_topic=4, seed=seed)
+        if MALFORMED_KEY not in r
+    ]
+    return _one_partition(records)
+
+
+def test_batches_of_differences_rebuild_the_engine_state_exactly():
+    topic, partition, events = _workload()
+    settings = EngineSettings(acknowledgment_at_batch_index_level_enabled=True)
+    tables = _Tables(topic, partition)
+    key = (pa.scalar(topic), pa.scalar(partition, pa.int32()))
+    for start in range(0, len(events), 700):
+        table = _event_table(events[start : start + 700], start)
+        tables.write(apply_partition(key, table, tables.state(), settings).to_pylist())
 
     whole = PartitionState(topic, partition)
     whole.apply(EventBatch.from_records(events), settings)
-    assert set(whole.cursors) == {sub for kind, sub in state_rows if kind == CURSOR}
-    expected_ranges, expected_batches = {}, {}
-    for name, cursor in whole.cursors.items():
-        assert Cursor.decode(state_rows[(CURSOR, name)]["state"]) == cursor
-        for ledger, firsts, lasts in cursor.acked.runs():
-            for first, last in zip(firsts.tolist(), lasts.tolist(), strict=True):
-                expected_ranges[(name, ledger, first - 1)] = (last,)
-        for pos, batch in cursor.batch_ack_rows():
-            expected_batches[(name, *pos)] = (batch.batch_size, tuple(batch.words), batch.acked_count)
-    assert ranges == expected_ranges
-    assert batches == expected_batches
-    # the consumer tables, rebuilt from differences, are the engine's consumer state
-    connected = {k: v[1] for k, v in consumers.items() if v[0]}
-    assert connected == {
-        (name, cid): c.unacked
-        for name, sub in whole.subscriptions.items()
-        for cid, c in sub.consumers.items()
-    }
-    assert pending == {
-        (name, cid, *pos): p.redelivery_count
-        for name, sub in whole.subscriptions.items()
-        for cid, c in sub.consumers.items()
-        for pos, p in c.pending.items()
-    }
-    due = {k: v[:2] for k, v in redeliveries.items() if v[2] is None}
-    assert due == {
-        (name, *pos): (r.reason, r.redelivery_count)
-        for name, sub in whole.subscriptions.items()
-        for pos, r in sub.redeliveries.items()
-    }
-    assert pending and connected, "the workload must dispatch to Shared consumers"
-    assert expected_ranges, "the workload must leave ack holes to make this test meaningful"
+    tables.assert_holds(whole)
+    assert tables.pending and tables.consumers, "the workload must dispatch to Shared consumers"
+    assert tables.ranges, "the workload must leave ack holes to make this test meaningful"
+
+
+def test_a_requested_trim_is_applied_before_the_batch_and_composes_with_compacts_trim():
+    """The ingest applies a requested ledger trim before the batch's events. Its differences are
+    against the state it read; written over the tables after ``ackstate compact`` trimmed the
+    same partition meanwhile (the race jobs.compact allows), they must still give exactly the
+    engine's state: the trim only deletes projection rows, which the batch deletes too or never
+    names."""
+    topic, partition, events = _workload(20_000, seed=5)
+    settings = EngineSettings()
+    key = (pa.scalar(topic), pa.scalar(partition, pa.int32()))
+    half = len(events) // 2
+    read = _Tables(topic, partition)
+    read.write(apply_partition(key, _event_table(events[:half], 0), read.state(), settings).to_pylist())
+    whole = PartitionState(topic, partition)
+    whole.apply(EventBatch.from_records(events[:half]), settings)
+    ledger_ids = [lid for lid, _ in whole.ledgers]
+    first_retained = ledger_ids[len(ledger_ids) // 2]
+    trimmed = whole.trim_ledgers(first_retained)
+    assert trimmed.removed and trimmed.advanced, "the trim must delete ledgers and move cursors"
+    whole.apply(EventBatch.from_records(events[half:]), settings)
+
+    second = _event_table(events[half:], half)
+    # the ingest alone, and the ingest writing after compact's trim of the same state
+    alone = copy.deepcopy(read)
+    after_compact = copy.deepcopy(read)
+    after_compact.write(trim_partition(key, read.state(first_retained)).to_pylist())
+    assert after_compact.ranges != read.ranges
+    out = apply_partition(key, second, read.state(first_retained), settings).to_pylist()
+    alone.write(out)
+    after_compact.write(out)
+    alone.assert_holds(whole)
+    after_compact.assert_holds(whole)
+
+    # without the request, the batch would write back what compact deleted
+    stale = copy.deepcopy(read)
+    stale.write(trim_partition(key, read.state(first_retained)).to_pylist())
+    stale.write(apply_partition(key, second, read.state(), settings).to_pylist())
+    assert Ledgers.decode(stale.state_rows[(PARTITION, None)]["state"]) != whole.ledgers
 
 
 def test_receipts_and_producers_across_batches_equal_the_engine_applied_whole():
