@@ -12,10 +12,16 @@ vectorises where it does not:
    (``Cursor.ack_entries``) instead of one Python call per ack;
 4. SEND, SEND_FAILED and the accepted PUBLISH events pass through the producers
    (``engine.dedup``) in seq order among themselves: they do not interact with cursors.
+
+The rest (DISPATCH above all, and the short runs of acks between dispatches) is one Python step
+per event. Those steps read Python lists converted once per batch (``_EventColumns``) and each
+event's last published entry from one search per subscription (``_LacTimeline.positions``); the
+earliest client timer, checked before every event, is cached (``Subscription.next_due``).
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -50,6 +56,7 @@ from engine.events import (
     EventBatch,
     _gather_ranges,
 )
+from engine.keyshared import sticky_key_hash
 from engine.ledgers import Ledgers
 from engine.position import EARLIEST, Position
 from engine.rangeset import MAX_ENTRY_ID
@@ -214,12 +221,13 @@ class PartitionState:
         sub_settings = settings.for_partition(self.topic, self.partition)
         cons = np.flatnonzero(live & np.isin(batch.type, _CONSUMER_EVENTS) & (batch.sub_code >= 0))
         if cons.size:
+            cols = _EventColumns(batch)
             by_sub = cons[np.argsort(batch.sub_code[cons], kind="stable")]
             codes = batch.sub_code[by_sub]
             bounds = np.flatnonzero(np.diff(codes)) + 1
             for group in np.split(by_sub, bounds):
                 name = batch.sub_names[int(batch.sub_code[group[0]])]
-                self._apply_subscription(name, group, batch, sub_settings, lac_at, clock, result)
+                self._apply_subscription(name, group, batch, cols, sub_settings, lac_at, clock, result)
 
         # 4. producers: dedup decisions and receipts, in seq order among themselves
         result.sends = self.producers.apply(
@@ -320,34 +328,97 @@ class PartitionState:
         name: str,
         group: np.ndarray,
         batch: EventBatch,
+        cols: _EventColumns,
         settings: SubscriptionSettings,
         lac_at: _LacTimeline,
         clock: np.ndarray,
         result: ApplyResult,
     ) -> None:
+        """The events of one subscription (``group``: batch indices, ascending), in order.
+
+        Runs of individual acks go to ``_individual_ack_segment``; every other event is applied
+        one by one (``_ordered_segment``). What every event needs from the arrays (its last
+        published entry, its clock) is read for the whole group at once.
+        """
         individual = (batch.type[group] == ACK) & (batch.ack_type[group] == ACK_INDIVIDUAL)
         # segment boundaries: where "is an individual ack" changes
-        cuts = np.flatnonzero(np.diff(individual.astype(np.int8))) + 1
-        for seg in np.split(group, cuts):
-            first = int(seg[0])
-            if batch.type[first] == ACK and batch.ack_type[first] == ACK_INDIVIDUAL:
-                # individual acks commute, but a client timer falling due inside the run must
-                # fire between the acks around it
-                while seg.size:
-                    sub = self.subscriptions.get(name)
-                    due = sub.next_due() if sub is not None else None
-                    k = seg.size if due is None else int(np.searchsorted(clock[seg], due, side="left"))
-                    if k == 0:
-                        self._fire(name, int(clock[seg[0]]), settings)
-                        k = 1
-                        self._individual_acks(name, seg[:1], batch, settings, lac_at, result)
-                    elif k > 0:
-                        self._individual_acks(name, seg[:k], batch, settings, lac_at, result)
-                    seg = seg[k:]
+        cuts = (np.flatnonzero(np.diff(individual.astype(np.int8))) + 1).tolist()
+        is_ack_run = individual.tolist()
+        events = group.tolist()
+        lacs = lac_at.positions(group)
+        clocks = clock[group].tolist()
+        for lo, hi in zip([0, *cuts], [*cuts, len(events)], strict=True):
+            seg, seg_lacs, seg_clocks = events[lo:hi], lacs[lo:hi], clocks[lo:hi]
+            if is_ack_run[lo]:
+                self._individual_ack_segment(
+                    name, seg, seg_lacs, seg_clocks, batch, cols, settings, lac_at, result
+                )
             else:
-                for i in seg.tolist():
-                    self._fire(name, int(clock[i]), settings)
-                    self._ordered_event(name, i, batch, settings, lac_at.at(i), result)
+                self._ordered_segment(name, seg, seg_lacs, seg_clocks, batch, cols, settings, result)
+
+    def _individual_ack_segment(
+        self,
+        name: str,
+        events: list[int],
+        lacs: list[Position],
+        clocks: list[int],
+        batch: EventBatch,
+        cols: _EventColumns,
+        settings: SubscriptionSettings,
+        lac_at: _LacTimeline,
+        result: ApplyResult,
+    ) -> None:
+        """A run of individual acks: they commute, but a client timer falling due inside the run
+        must fire between the acks around it, so the run is cut at each timer's time."""
+        start, end = 0, len(events)
+        while start < end:
+            sub = self.subscriptions.get(name)
+            due = sub.next_due() if sub is not None else None
+            # the acks before the timer (clocks only grow); acks never add a timer
+            stop = end if due is None else bisect.bisect_left(clocks, due, start, end)
+            if stop == start:
+                self._fire(name, clocks[start], settings)
+                stop = start + 1
+            self._individual_acks(
+                name, events[start:stop], lacs[start:stop], batch, cols, settings, lac_at, result
+            )
+            start = stop
+
+    def _ordered_segment(
+        self,
+        name: str,
+        events: list[int],
+        lacs: list[Position],
+        clocks: list[int],
+        batch: EventBatch,
+        cols: _EventColumns,
+        settings: SubscriptionSettings,
+        result: ApplyResult,
+    ) -> None:
+        """Order-sensitive events one by one, each after the client timers due by its clock.
+
+        DISPATCH, over half of a typical stream, takes a direct path once the subscription
+        exists; everything else (and a DISPATCH before its SUBSCRIBE) goes through
+        ``_ordered_event``, the only place that creates a cursor or a subscription, after which
+        both are looked up again.
+        """
+        sub = self.subscriptions.get(name)
+        cursor = self.cursors.get(name)
+        for i, lac, now in zip(events, lacs, clocks, strict=True):
+            if sub is not None and cursor is not None:
+                due = sub.next_due()
+                if due is not None and due <= now:
+                    sub.fire_timers(cursor, now, settings)
+                if cols.type[i] == DISPATCH:
+                    try:
+                        self._dispatch(sub, cursor, i, cols, lac, settings)
+                    except EngineRefusal as refusal:
+                        result.rejects.append(Reject(cols.row[i], refusal.reason, str(refusal)))
+                        result.changed.add(name)  # batch state may have been recorded before it
+                    continue
+            self._ordered_event(name, i, batch, cols, settings, lac, result)
+            sub = self.subscriptions.get(name)
+            cursor = self.cursors.get(name)
 
     def _fire(self, name: str, now: int, settings: SubscriptionSettings) -> None:
         sub = self.subscriptions.get(name)
@@ -363,14 +434,15 @@ class PartitionState:
         name: str,
         i: int,
         batch: EventBatch,
+        cols: _EventColumns,
         settings: SubscriptionSettings,
         lac: Position,
         result: ApplyResult,
     ) -> None:
         cursor = self.cursors.get(name)
-        kind = int(batch.type[i])
-        now = int(batch.event_time[i])
-        consumer_id = int(batch.consumer_id[i])
+        kind = cols.type[i]
+        now = cols.event_time[i]
+        consumer_id = cols.consumer_id[i]
         enabled = settings.batch_index_ack
         try:
             if kind == SUBSCRIBE:
@@ -392,7 +464,7 @@ class PartitionState:
                     max_redeliver_count=int(batch.max_redeliver_count[i]),
                 )
                 try:
-                    self.subscription(name).subscribe(cursor, consumer, sub_type, int(batch.seq[i]), settings)
+                    self.subscription(name).subscribe(cursor, consumer, sub_type, cols.seq[i], settings)
                 finally:
                     # Pulsar creates the cursor before the consumer is admitted or refused
                     if created:
@@ -404,25 +476,23 @@ class PartitionState:
                 raise UnknownSubscription(f"event for subscription {name!r}, which never subscribed")
             sub = self.subscription(name)
             if kind == CLOSE_CONSUMER:
-                sub.close(cursor, consumer_id, int(batch.seq[i]), now, settings)
+                sub.close(cursor, consumer_id, cols.seq[i], now, settings)
                 return
             if kind == DISPATCH:
-                self._dispatch(sub, cursor, i, batch, lac, settings)
+                self._dispatch(sub, cursor, i, cols, lac, settings)
                 return
             if kind in (NACK, REDELIVER):
-                lo, hi = int(batch.msg_offsets[i]), int(batch.msg_offsets[i + 1])
-                positions = [
-                    Position(int(batch.msg_ledger[m]), int(batch.msg_entry[m])) for m in range(lo, hi)
-                ]
+                lo, hi = cols.msg_offsets[i], cols.msg_offsets[i + 1]
+                positions = [Position(cols.msg_ledger[m], cols.msg_entry[m]) for m in range(lo, hi)]
                 if kind == NACK:
                     sub.nack(cursor, consumer_id, positions, now)
                 else:
                     sub.redeliver(cursor, consumer_id, positions or None, now, REDELIVER_REASON, settings)
                 return
             sub.check_consumer(consumer_id, "ACK")
-            if batch.ack_type[i] != ACK_CUMULATIVE:
+            if cols.ack_type[i] != ACK_CUMULATIVE:
                 return
-            lo, hi = int(batch.msg_offsets[i]), int(batch.msg_offsets[i + 1])
+            lo, hi = cols.msg_offsets[i], cols.msg_offsets[i + 1]
             if cursor.sub_type in _INDIVIDUAL_ACK_MODES:
                 # Consumer.messageAcked: "Received cumulative ack on shared subscription, ignoring"
                 raise CumulativeAckNotAllowed(
@@ -431,10 +501,10 @@ class PartitionState:
             if hi - lo != 1:
                 # Consumer.messageAcked: a cumulative ack carries exactly one message id
                 raise CumulativeAckMultipleIds(f"cumulative ack with {hi - lo} message ids ignored")
-            cursor.ack_cumulative(self._message_id(batch, lo), self.ledgers, lac, enabled)
+            cursor.ack_cumulative(self._message_id(batch, cols, lo), self.ledgers, lac, enabled)
             result.changed.add(name)
         except EngineRefusal as refusal:
-            result.rejects.append(Reject(int(batch.row[i]), refusal.reason, str(refusal)))
+            result.rejects.append(Reject(cols.row[i], refusal.reason, str(refusal)))
             if name in self.cursors:
                 result.changed.add(name)  # batch state may have been recorded before the refusal
 
@@ -443,53 +513,55 @@ class PartitionState:
         sub: Subscription,
         cursor: Cursor,
         i: int,
-        batch: EventBatch,
+        cols: _EventColumns,
         lac: Position,
         settings: SubscriptionSettings,
     ) -> None:
-        pos = Position(int(batch.ledger_id[i]), int(batch.entry_id[i]))
+        pos = Position(cols.ledger_id[i], cols.entry_id[i])
         if pos > lac:
             raise DispatchOfUnknownEntry(f"DISPATCH of {pos}, beyond the last published entry {lac}")
         if cursor.is_deleted(pos):
             raise DispatchOfAckedEntry(f"DISPATCH of {pos}, which the cursor has already acked")
-        sticky = 0
-        if cursor.sub_type == "Key_Shared":
-            from engine.keyshared import sticky_key_hash
-
-            sticky = sticky_key_hash(batch.key[i])
+        sticky = cols.sticky_key_hash(i) if cursor.sub_type == "Key_Shared" else 0
         sub.dispatch(
             cursor,
-            int(batch.consumer_id[i]),
+            cols.consumer_id[i],
             pos,
-            int(batch.batch_size[i]),
+            cols.batch_size[i],
             sticky,
-            int(batch.event_time[i]),
+            cols.event_time[i],
             settings,
         )
 
     @staticmethod
-    def _message_id(batch: EventBatch, m: int) -> MessageId:
-        pos = Position(int(batch.msg_ledger[m]), int(batch.msg_entry[m]))
-        lo, hi = int(batch.ackset_offsets[m]), int(batch.ackset_offsets[m + 1])
+    def _message_id(batch: EventBatch, cols: _EventColumns, m: int) -> MessageId:
+        pos = Position(cols.msg_ledger[m], cols.msg_entry[m])
+        lo, hi = cols.ackset_offsets[m], cols.ackset_offsets[m + 1]
         if hi == lo:
             return MessageId(pos)
-        return MessageId(pos, words_to_mask(batch.ackset_words[lo:hi].tolist()), int(batch.msg_batch_size[m]))
+        return MessageId(pos, words_to_mask(batch.ackset_words[lo:hi].tolist()), cols.msg_batch_size[m])
 
     def _individual_acks(
         self,
         name: str,
-        seg: np.ndarray,
+        events: list[int],
+        lacs: list[Position],
         batch: EventBatch,
+        cols: _EventColumns,
         settings: SubscriptionSettings,
         lac_at: _LacTimeline,
         result: ApplyResult,
     ) -> None:
-        """A run of individual acks of one subscription as one bitmap operation."""
-        if seg.size <= _SMALL_RUN and name in self.cursors:
+        """A run of individual acks of one subscription as one bitmap operation.
+
+        ``events``: batch indices; ``lacs``: the last published entry as of each of them.
+        """
+        if len(events) <= _SMALL_RUN and name in self.cursors:
             # between dispatches runs are short: plain calls beat the vectorised set-up
-            for i in seg.tolist():
-                self._one_individual_ack(name, i, batch, settings, lac_at.at(i), result)
+            for i, lac in zip(events, lacs, strict=True):
+                self._one_individual_ack(name, i, batch, cols, settings, lac, result)
             return
+        seg = np.asarray(events, dtype=np.int64)
         enabled = settings.batch_index_ack
         cursor = self.cursors.get(name)
         if cursor is None:
@@ -551,7 +623,7 @@ class PartitionState:
             # the consumer side (pending acks, unacked counts) in order, before the cursor moves
             shadow: dict[Position, int] = {}
             for m in np.flatnonzero(applied).tolist():
-                mid = self._message_id(batch, int(midx[m]))
+                mid = self._message_id(batch, cols, int(midx[m]))
                 sub.ack(
                     cursor,
                     int(batch.consumer_id[seg[int(ev_of_msg[m])]]),
@@ -571,7 +643,7 @@ class PartitionState:
             for chunk_l, chunk_e in zip(np.split(pl, cuts), np.split(pe, cuts), strict=True):
                 by_ledger[int(chunk_l[0])] = chunk_e
         batch_ids = [
-            self._message_id(batch, int(midx[m])) for m in np.flatnonzero(applied & has_set).tolist()
+            self._message_id(batch, cols, int(midx[m])) for m in np.flatnonzero(applied & has_set).tolist()
         ]
         lac_end = Position(int(lac_l[-1]), int(lac_e[-1]))
         cursor.ack_entries(by_ledger, batch_ids, self.ledgers, lac_end, enabled)
@@ -582,6 +654,7 @@ class PartitionState:
         name: str,
         i: int,
         batch: EventBatch,
+        cols: _EventColumns,
         settings: SubscriptionSettings,
         lac: Position,
         result: ApplyResult,
@@ -589,18 +662,18 @@ class PartitionState:
         """``Consumer.messageAcked`` + ``asyncDelete`` for one ACK event, as one call."""
         cursor = self.cursors[name]
         sub = self.subscriptions.get(name)
-        consumer_id = int(batch.consumer_id[i])
+        consumer_id = cols.consumer_id[i]
         if sub is None or consumer_id not in sub.consumers:
             result.rejects.append(
                 Reject(
-                    int(batch.row[i]),
+                    cols.row[i],
                     UnknownConsumer.reason,
                     f"ACK from consumer {consumer_id}, which is not connected",
                 )
             )
             return
-        lo, hi = int(batch.msg_offsets[i]), int(batch.msg_offsets[i + 1])
-        mids = [self._message_id(batch, m) for m in range(lo, hi)]
+        lo, hi = cols.msg_offsets[i], cols.msg_offsets[i + 1]
+        mids = [self._message_id(batch, cols, m) for m in range(lo, hi)]
         applied = mids
         for k, mid in enumerate(mids):
             if mid.position > lac:
@@ -613,9 +686,7 @@ class PartitionState:
         try:
             cursor.ack(mids, self.ledgers, lac, settings.batch_index_ack)
         except EngineRefusal as refusal:
-            result.rejects.append(
-                Reject(int(batch.row[i]), refusal.reason, f"{refusal}; the call stopped there")
-            )
+            result.rejects.append(Reject(cols.row[i], refusal.reason, f"{refusal}; the call stopped there"))
         result.changed.add(name)
 
 
@@ -625,19 +696,25 @@ _SMALL_RUN = 8  # individual-ack events below which a run is applied call by cal
 class _LacTimeline:
     """The last published entry as of each event of a batch (publishes are applied first)."""
 
-    __slots__ = ("_before", "_entry", "_idx", "_ledger")
+    __slots__ = ("_before", "_entry", "_idx", "_ledger", "_positions")
 
     def __init__(self, before: Position, idx: np.ndarray, ledger: np.ndarray, entry: np.ndarray) -> None:
         self._before, self._idx, self._ledger, self._entry = before, idx, ledger, entry
+        self._positions: list[Position] | None = None  # [before, each accepted publish], built once
 
     @property
     def published(self) -> np.ndarray:
         """Indices of the PUBLISH events the ledgers accepted, ascending."""
         return self._idx
 
-    def at(self, i: int) -> Position:
-        j = int(np.searchsorted(self._idx, i)) - 1
-        return self._before if j < 0 else Position(int(self._ledger[j]), int(self._entry[j]))
+    def positions(self, events: np.ndarray) -> list[Position]:
+        """The last published entry as of each given event index, as Positions (one search for
+        all of them; the per-event paths then index a list)."""
+        if self._positions is None:
+            accepted = zip(self._ledger.tolist(), self._entry.tolist(), strict=True)
+            self._positions = [self._before, *(Position(lid, eid) for lid, eid in accepted)]
+        # the number of accepted publishes before event i is the index into _positions
+        return [self._positions[j] for j in np.searchsorted(self._idx, events).tolist()]
 
     def arrays(self, events: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(ledger, entry) of the last published entry as of each given event index."""
@@ -646,3 +723,57 @@ class _LacTimeline:
         ledger = np.where(j >= 0, self._ledger[safe] if self._ledger.size else 0, self._before.ledger_id)
         entry = np.where(j >= 0, self._entry[safe] if self._entry.size else 0, self._before.entry_id)
         return ledger.astype(np.int64), entry.astype(np.int64)
+
+
+class _EventColumns:
+    """The fields the per-event paths read, as Python lists, converted once per batch.
+
+    Those paths take one Python step per event (order matters there); indexing a list is several
+    times cheaper than reading a numpy scalar and converting it with ``int()`` at each use.
+    """
+
+    __slots__ = (
+        "_sticky",
+        "ack_type",
+        "ackset_offsets",
+        "batch_size",
+        "consumer_id",
+        "entry_id",
+        "event_time",
+        "key",
+        "ledger_id",
+        "msg_batch_size",
+        "msg_entry",
+        "msg_ledger",
+        "msg_offsets",
+        "row",
+        "seq",
+        "type",
+    )
+
+    def __init__(self, batch: EventBatch) -> None:
+        self.type: list[int] = batch.type.tolist()
+        self.ack_type: list[int] = batch.ack_type.tolist()
+        self.seq: list[int] = batch.seq.tolist()
+        self.row: list[int] = batch.row.tolist()
+        self.event_time: list[int] = batch.event_time.tolist()
+        self.consumer_id: list[int] = batch.consumer_id.tolist()
+        self.ledger_id: list[int] = batch.ledger_id.tolist()
+        self.entry_id: list[int] = batch.entry_id.tolist()
+        self.batch_size: list[int] = batch.batch_size.tolist()
+        self.key: list[str | None] = batch.key.tolist()
+        self.msg_offsets: list[int] = batch.msg_offsets.tolist()
+        self.msg_ledger: list[int] = batch.msg_ledger.tolist()
+        self.msg_entry: list[int] = batch.msg_entry.tolist()
+        self.msg_batch_size: list[int] = batch.msg_batch_size.tolist()
+        self.ackset_offsets: list[int] = batch.ackset_offsets.tolist()
+        self._sticky: dict[str | None, int] = {}
+
+    def sticky_key_hash(self, i: int) -> int:
+        """``sticky_key_hash`` of event i's key. Murmur3 in Python costs microseconds and a
+        partition's keys repeat (ordering keys), so each distinct key is hashed once per batch."""
+        key = self.key[i]
+        value = self._sticky.get(key)
+        if value is None:
+            value = self._sticky[key] = sticky_key_hash(key)
+        return value

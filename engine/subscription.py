@@ -133,6 +133,8 @@ class Subscription:
     """Consumers, pending acks, redelivery tracker and schedule of one subscription."""
 
     __slots__ = (
+        "_due",
+        "_due_known",
         "active",
         "changes",
         "consumers",
@@ -154,6 +156,12 @@ class Subscription:
         self.nacks: list[tuple[int, int, Position]] = []  # (due_at, consumer id, position)
         self.next_order = 0
         self.changes = Changes()
+        # ``next_due`` is asked before every event of the subscription; scanning every pending
+        # ack each time is quadratic with ack timeouts on. It is cached: a timer added lowers the
+        # cached minimum at once, removing the timer that *is* the minimum forgets it (the next
+        # ``next_due`` scans again). Only the methods of this class add or remove timers.
+        self._due: int | None = None
+        self._due_known = False
 
     # ---- queries ------------------------------------------------------------------------
     def unacked_messages(self) -> int:
@@ -165,11 +173,33 @@ class Subscription:
 
     def next_due(self) -> int | None:
         """The earliest client timer (nack or ack timeout) still to fire, or None."""
+        if not self._due_known:
+            self._due = self._scan_next_due()
+            self._due_known = True
+        return self._due
+
+    def _scan_next_due(self) -> int | None:
+        """``next_due`` computed from scratch (the cache's source of truth)."""
         dues = [d for d, _, _ in self.nacks]
         for consumer in self.consumers.values():
             if consumer.ack_timeout_ms > 0:
                 dues.extend(p.ack_timeout_at for p in consumer.pending.values() if p.ack_timeout_at >= 0)
         return min(dues) if dues else None
+
+    def _timer_added(self, due: int) -> None:
+        """Keep the cached ``next_due`` right after a nack or ack-timeout timer was added."""
+        if self._due_known and (self._due is None or due < self._due):
+            self._due = due
+
+    def _timer_removed(self, due: int) -> None:
+        """Keep the cached ``next_due`` right after a timer due at ``due`` was removed: only the
+        removal of the earliest one can move it (to a time found by the next scan)."""
+        if self._due_known and due == self._due:
+            self._due_known = False
+
+    def _timers_changed(self) -> None:
+        """Many timers changed at once (a consumer joined or left, timers fired): scan again."""
+        self._due_known = False
 
     def holds_anything(self) -> bool:
         """Whether an ack can change consumer state (pending acks, counts, redeliveries)."""
@@ -207,6 +237,7 @@ class Subscription:
         consumer.order = self.next_order
         self.next_order += 1
         self.consumers[consumer.consumer_id] = consumer
+        self._timers_changed()
         self.changes.closed.pop(consumer.consumer_id, None)  # one row per consumer id
         self.changes.consumers.add(consumer.consumer_id)
         if sub_type in SINGLE_ACTIVE_MODES:
@@ -220,6 +251,7 @@ class Subscription:
         if consumer is None:
             raise ConsumerNotConnected(f"consumer {consumer_id} was not connected")
         consumer.closed_at = now
+        self._timers_changed()  # its nacks and ack timeouts go with it
         self.changes.closed[consumer_id] = consumer
         self.changes.consumers.discard(consumer_id)
         # its client's nack tracker closes with it (NegativeAcksTracker.close)
@@ -248,6 +280,7 @@ class Subscription:
                     self._set_redelivery(pos, None)
                 self.tracker.clear()
                 self.nacks.clear()
+                self._timers_changed()
         elif cursor.sub_type in SINGLE_ACTIVE_MODES:
             self._pick_active(cursor.sub_type, seq, now, settings)
 
@@ -316,10 +349,14 @@ class Subscription:
         already = consumer.pending.get(pos)
         if already is None:
             consumer.unacked += self._remaining(cursor, pos, batch_size, settings)
+        elif already.ack_timeout_at >= 0:
+            self._timer_removed(already.ack_timeout_at)
         timeout_at = now + consumer.ack_timeout_ms if consumer.ack_timeout_ms > 0 else -1
         consumer.pending[pos] = PendingAck(
             batch_size, sticky_key_hash, now, self.tracker.get(pos, 0), timeout_at
         )
+        if timeout_at >= 0:
+            self._timer_added(timeout_at)
         self.holder[pos] = consumer_id
         self.changes.pending.add((consumer_id, pos))
         limit = settings.max_unacked_messages_per_consumer
@@ -393,8 +430,11 @@ class Subscription:
         due = now + max(consumer.nack_delay_ms, MIN_NACK_DELAY_MS)
         for pos in dict.fromkeys(positions):
             self.nacks.append((due, consumer_id, pos))
+            self._timer_added(due)
             pending = consumer.pending.get(pos)
             if pending is not None:
+                if pending.ack_timeout_at >= 0:
+                    self._timer_removed(pending.ack_timeout_at)
                 pending.ack_timeout_at = -1  # a nack removes it from the ack-timeout tracker
                 self.changes.pending.add((consumer_id, pos))
                 self._set_redelivery(
@@ -480,6 +520,7 @@ class Subscription:
     # ---- client timers -----------------------------------------------------------------
     def fire_timers(self, cursor: Cursor, clock: int, settings: SubscriptionSettings) -> None:
         """Run every nack and ack-timeout redelivery due at or before ``clock``, oldest first."""
+        self._timers_changed()
         if cursor.sub_type not in SHARED_MODES:
             self.nacks.clear()
             return
@@ -537,7 +578,9 @@ class Subscription:
     def _remove_pending(self, consumer: Consumer, pos: Position, limit: int) -> None:
         """``Consumer.removePendingAcks`` with its unblock check, which runs before the caller
         subtracts the ack's count: unblocked at ``unacked <= max / 2`` or with limits off."""
-        del consumer.pending[pos]
+        removed = consumer.pending.pop(pos)
+        if removed.ack_timeout_at >= 0:
+            self._timer_removed(removed.ack_timeout_at)
         if self.holder.get(pos) == consumer.consumer_id:
             del self.holder[pos]
         if (consumer.blocked and consumer.unacked <= limit // 2) or limit <= 0:
@@ -558,10 +601,14 @@ class Subscription:
             if cid == consumer_id and row is not None and row.scheduled and row.consumer_id == cid:
                 self._set_redelivery(pos, None)
         self.nacks = [n for n in self.nacks if n[1] != consumer_id]
+        self._timers_changed()
 
     def _drop_nacks_at(self, pos: Position) -> None:
         if self.nacks:
-            self.nacks = [n for n in self.nacks if n[2] != pos]
+            kept = [n for n in self.nacks if n[2] != pos]
+            if len(kept) != len(self.nacks):
+                self.nacks = kept
+                self._timers_changed()
 
     # ---- encoding ----------------------------------------------------------------------
     def encode(self) -> bytes:

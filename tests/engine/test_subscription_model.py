@@ -5,16 +5,20 @@
    (replay) set; acked entries are in neither, and nothing else is in either.
 2. Micro-batch boundaries do not matter: the same stream applied whole or in random pieces
    gives byte-identical subscription and cursor state (timers fire on the event-time clock).
+3. The cached earliest client timer (``Subscription.next_due``) is at every call what a scan of
+   the nacks and pending acks gives.
 """
 
 from __future__ import annotations
 
 from typing import Any
+from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import EngineSettings, EventBatch, PartitionState, Position
+from engine.subscription import Subscription
 
 TOPIC = "persistent://t/ns/model"
 ENTRIES = 12
@@ -123,3 +127,32 @@ def test_batch_boundaries_do_not_change_the_state(ops, sub_type, data):
     for name, sub in whole.subscriptions.items():
         assert sub.encode() == pieces.subscriptions[name].encode()
         assert whole.cursors[name].encode() == pieces.cursors[name].encode()
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(op, max_size=40),
+    st.sampled_from(["Shared", "Key_Shared"]),
+    st.lists(st.sampled_from([0, 150, 700, 3000, 20_000]), min_size=3, max_size=3),
+    st.data(),
+)
+def test_cached_next_due_is_a_full_scan_at_every_call(ops, sub_type, timeouts, data):
+    """Every ``next_due`` the engine asks for, inside a batch too, equals a scan from scratch."""
+    events = _events([("SUBSCRIBE", 1), ("SUBSCRIBE", 2), *ops], sub_type)
+    for event in events:
+        if event["type"] == "SUBSCRIBE":
+            event["ack_timeout_ms"] = timeouts[event["consumer_id"] - 1]
+    cached = Subscription.next_due
+
+    def checked(sub: Subscription) -> int | None:
+        due = cached(sub)
+        assert due == sub._scan_next_due()
+        return due
+
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(len(events) - 1, 1)), max_size=4)))
+    state = PartitionState(TOPIC, -1)
+    with mock.patch.object(Subscription, "next_due", checked):
+        for lo, hi in zip([0, *cuts], [*cuts, len(events)], strict=True):
+            state.apply(EventBatch.from_records(events[lo:hi]), EngineSettings())
+            for sub in state.subscriptions.values():
+                checked(sub)
