@@ -416,6 +416,28 @@ def test_ledger_trim_goes_through_the_engine_and_the_ingest_goes_on(spark, tmp_p
     assert str(states[(TRIMMED, 0)].cursors["e"].mark_delete) == "8:-1"
 
 
+@pytest.fixture(scope="module")
+def trim_first(spark, tmp_path_factory) -> Path:
+    """The warehouse after the first file of ``_trim_workload``, ingested once for the tests
+    below; each copies it and ingests the second file from a source of its own (a new query)."""
+    first, _ = _trim_workload()
+    root = tmp_path_factory.mktemp("trim-first")
+    write_events(root / "source", [first])
+    ingest(spark, root / "source", root / "warehouse")
+    return root / "warehouse"
+
+
+def _from_first(trim_first: Path, tmp_path: Path) -> tuple[Path, Path, dict]:
+    """A copy of ``trim_first``, the source of the second file, and the engine after the first."""
+    first, second = _trim_workload()
+    warehouse = copy(trim_first, tmp_path / "warehouse")
+    source = tmp_path / "source"
+    write_events(source, [second], prefix="more")
+    states: dict[tuple[str, int], PartitionState] = {}
+    _engine(first, states)
+    return source, warehouse, states
+
+
 def _trim_options(warehouse: Path, wait: float = 120) -> CompactOptions:
     """Only the ledger trim (and a cheap pass over ``cursors``)."""
     return CompactOptions(
@@ -429,16 +451,12 @@ def _trim_options(warehouse: Path, wait: float = 120) -> CompactOptions:
     )
 
 
-def test_a_trim_committed_while_an_ingest_batch_runs_is_kept_by_that_batch(spark, tmp_path):
+def test_a_trim_committed_while_an_ingest_batch_runs_is_kept_by_that_batch(spark, trim_first, tmp_path):
     """The interleaving the protocol allows: compact records the trim and finds no batch
     running; a batch starts and reads the state; compact trims; the batch writes. The batch read
     the request, so it applied the trim before its events and its writes keep it."""
-    first, second = _trim_workload()
-    source, warehouse = tmp_path / "source", tmp_path / "warehouse"
-    write_events(source, [first])
-    ingest(spark, source, warehouse)
-    states: dict[tuple[str, int], PartitionState] = {}
-    _engine(first, states)
+    _, second = _trim_workload()
+    source, warehouse, states = _from_first(trim_first, tmp_path)
 
     options = _trim_options(warehouse)
     trimmer = LedgerTrimmer(spark, options, CompactReport(str(warehouse), "now"), run_id=1)
@@ -452,7 +470,6 @@ def test_a_trim_committed_while_an_ingest_batch_runs_is_kept_by_that_batch(spark
             trimmer._trim(wanted, results)
             assert results[(TRIMMED, 0)].status == "trimmed"
 
-    write_events(source, [second], prefix="more")
     ingest(spark, source, warehouse, on_phase=trim_meanwhile)
     assert results[(TRIMMED, 0)].status == "trimmed"
     states[(TRIMMED, 0)].trim_ledgers(8)
@@ -460,15 +477,11 @@ def test_a_trim_committed_while_an_ingest_batch_runs_is_kept_by_that_batch(spark
     _assert_tables_hold(spark, warehouse, states)
 
 
-def test_a_trim_waits_for_the_ingest_batch_running_when_it_was_requested(spark, tmp_path):
+def test_a_trim_waits_for_the_ingest_batch_running_when_it_was_requested(spark, trim_first, tmp_path):
     """A batch that read the state before the request would write it back over the trim:
     compact sees it running in the ingest's checkpoint and trims after it committed."""
-    first, second = _trim_workload()
-    source, warehouse = tmp_path / "source", tmp_path / "warehouse"
-    write_events(source, [first])
-    ingest(spark, source, warehouse)
-    states: dict[tuple[str, int], PartitionState] = {}
-    _engine(first, states)
+    _, second = _trim_workload()
+    source, warehouse, states = _from_first(trim_first, tmp_path)
     reports: list[CompactReport] = []
     errors: list[BaseException] = []
 
@@ -483,7 +496,7 @@ def test_a_trim_waits_for_the_ingest_batch_running_when_it_was_requested(spark, 
 
     class Waiting(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            if record.getMessage().startswith("ledger trim: waiting for batch 1 of "):
+            if record.getMessage().startswith("ledger trim: waiting for batch 0 of "):
                 waiting.set()
 
     def compact_meanwhile(batch_id: int, phase: str) -> None:
@@ -499,7 +512,6 @@ def test_a_trim_waits_for_the_ingest_batch_running_when_it_was_requested(spark, 
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     try:
-        write_events(source, [second], prefix="more")
         ingest(spark, source, warehouse, on_phase=compact_meanwhile)
         thread.join(timeout=300)
     finally:
@@ -524,23 +536,17 @@ def _ledger_ids(spark, warehouse: Path) -> list:
     )
 
 
-def test_a_restarted_batch_applies_the_trims_its_first_run_read_and_no_later_one(spark, tmp_path):
+def test_a_restarted_batch_applies_the_trims_its_first_run_read_and_no_later_one(spark, trim_first, tmp_path):
     """A batch interrupted after its ``cursors`` write and repeated after a trim was requested:
     the repeat reads the versions the first run recorded in its commits, so it writes the
     untrimmed state the first run began (its cursors are already in the table); compact,
     deferred while the batch stood interrupted, trims once it committed."""
-    first, second = _trim_workload()
-    source, warehouse = tmp_path / "source", tmp_path / "warehouse"
-    write_events(source, [first])
-    ingest(spark, source, warehouse)
-    states: dict[tuple[str, int], PartitionState] = {}
-    _engine(first, states)
-
-    write_events(source, [second], prefix="more")
-    ingest(spark, source, warehouse, write_threads=1, kill_at="1:merge cursors")
+    _, second = _trim_workload()
+    source, warehouse, states = _from_first(trim_first, tmp_path)
+    ingest(spark, source, warehouse, write_threads=1, kill_at="0:merge cursors")
     report = compact(spark, _trim_options(warehouse, wait=1))
     (trim,) = report.trims
-    assert trim.status.startswith("deferred: ingest batch 1 of "), trim.status
+    assert trim.status.startswith("deferred: ingest batch 0 of "), trim.status
 
     ingest(spark, source, warehouse, write_threads=1)
     _engine(second, states)
