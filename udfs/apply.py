@@ -129,36 +129,50 @@ def requested_trim(state: pa.Table) -> int | None:
 
 # ---- engine -> Arrow -------------------------------------------------------------------
 class _Rows:
-    """Output rows gathered per ``add`` call as Arrow chunks (absent columns are typed nulls),
-    concatenated once at the end: no Python-level filling of the columns a kind leaves empty."""
+    """Output rows gathered column by column as Python lists, turned into Arrow once per call.
+
+    A partition's output is a few dozen ``add`` calls of a few rows each, over a wide row type
+    (``APPLY_OUTPUT``) in which each kind fills a handful of columns. Building Arrow arrays per
+    call (one per column, most of them nulls) cost more than the engine itself; a list per
+    column, padded with nulls only where a later call fills it, is one ``pa.array`` per column.
+    """
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic, self.partition = topic, partition
-        self.chunks: list[pa.Table] = []
+        self.columns: dict[str, list[Any]] = {f.name: [] for f in OUTPUT_ARROW}
         self.size = 0
 
     def add(self, kind: str, op: str, n: int, **values: Iterable[Any] | np.ndarray) -> None:
+        """``n`` rows of one kind; ``values`` holds a sequence of ``n`` per column it fills."""
         if n == 0:
             return
-        fixed = {"kind": kind, "op": op, "topic": self.topic, "partition": self.partition}
-        arrays = []
-        for field in OUTPUT_ARROW:
-            if field.name in fixed:
-                arrays.append(pa.array([fixed[field.name]] * n, type=field.type))
-            elif field.name in values:
-                given = values[field.name]
-                arrays.append(
-                    pa.array(given if isinstance(given, np.ndarray) else list(given), type=field.type)
-                )
-            else:
-                arrays.append(pa.nulls(n, type=field.type))
-        self.chunks.append(pa.Table.from_arrays(arrays, schema=OUTPUT_ARROW))
+        self.columns["kind"].extend([kind] * n)
+        self.columns["op"].extend([op] * n)
+        for name, given in values.items():
+            column = self.columns[name]
+            if len(column) < self.size:
+                column.extend([None] * (self.size - len(column)))
+            column.extend(given.tolist() if isinstance(given, np.ndarray) else given)
         self.size += n
 
     def table(self) -> pa.Table:
-        if not self.chunks:
+        if self.size == 0:
             return OUTPUT_ARROW.empty_table()
-        return pa.concat_tables(self.chunks).combine_chunks()
+        n = self.size
+        arrays = []
+        for field in OUTPUT_ARROW:
+            if field.name == "topic":
+                arrays.append(pa.array([self.topic] * n, type=field.type))
+            elif field.name == "partition":
+                arrays.append(pa.array([self.partition] * n, type=field.type))
+            else:
+                column = self.columns[field.name]
+                if not column:
+                    arrays.append(pa.nulls(n, type=field.type))
+                    continue
+                column.extend([None] * (n - len(column)))
+                arrays.append(pa.array(column, type=field.type))
+        return pa.Table.from_arrays(arrays, schema=OUTPUT_ARROW)
 
 
 def _runs(cursor: Cursor | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
