@@ -24,11 +24,11 @@ added, bytes, rows trimmed per table) as text or ``--json``.
 
 **Next to a running ingest.** The per-table steps are safe while ``ackstate ingest`` runs: OPTIMIZE and
 VACUUM change no row, and a commit that loses a race with the ingest is retried
-(``jobs.retry``); the ingest retries its own MERGEs the same way. Two limits keep it safe:
+(``jobs.retry``); the ingest retries its own MERGEs the same way. Two rules keep it safe:
 
 * VACUUM's retention must stay well above the longest time the ingest may be down after a
-  crash. A restarted ingest reads the state tables as of the version before its interrupted
-  batch (``DESCRIBE HISTORY`` of ``cursors`` and ``topic_partitions``, last 100 commits) and
+  crash. A restarted ingest reads the tables as of the versions its interrupted batch read
+  (recorded in that batch's commits, found in the last 100 commits of each table) and
   VACUUM deletes the files of versions older than the retention; the same limit bounds how far
   back ``--as-of`` can look. Hence the default of 168 hours (Delta's own safety check), and a
   shorter retention only with ``allow_short_vacuum_retention``.
