@@ -696,10 +696,14 @@ class LedgerTrimmer:
         skipped = {k: r for k, r in results.items() if r.status == _CHANGED_MEANWHILE}
         if not skipped:
             return
-        for row in read_table(self.spark, self.options.warehouse, "topic_partitions").collect():
-            result = skipped.get((row["topic"], row["partition"]))
-            if result is None:
-                continue
+        rows = (
+            read_table(self.spark, self.options.warehouse, "topic_partitions")
+            .join(self._keys(skipped, "topic string, partition int"), ["topic", "partition"], "left_semi")
+            .select("topic", "partition", "ledgers")
+            .collect()
+        )
+        for row in rows:
+            result = skipped[(row["topic"], row["partition"])]
             ids = [lid for lid, _ in Ledgers.decode(bytes(row["ledgers"]))]
             if not [lid for lid in ids[:-1] if lid < result.first_retained_ledger]:
                 result.status = "trimmed by the ingest"
@@ -707,54 +711,29 @@ class LedgerTrimmer:
     def _trim(
         self, wanted: Mapping[tuple[str, int], int], results: Mapping[tuple[str, int], PartitionTrim]
     ) -> None:
-        from delta.tables import DeltaTable
         from pyspark.sql import functions as F
 
+        from jobs.ingest import state_input
+        from jobs.tables import latest_version
         from schemas.udf import APPLY_OUTPUT, BATCH, CURSOR, DELETE, LEDGER, PARTITION, RANGE, REDELIVERY
         from udfs.apply import FIRST_RETAINED
         from udfs.trim import trim_partition
 
         spark = self.spark
         versions = {
-            name: int(DeltaTable.forPath(spark, self.path(name)).history(1).first()["version"])
+            name: latest_version(spark, self.options.warehouse, name)
             for name in ("cursors", "topic_partitions")
         }
-        partitions = self._read("topic_partitions", versions)
         requests = spark.createDataFrame(
             [(t, p, first) for (t, p), first in wanted.items()],
             f"topic string, partition int, {FIRST_RETAINED} long",
         )
+        # the partitions asked for, each with its first retained ledger (the join selects them)
+        partitions = self._read("topic_partitions", versions).join(requests, ["topic", "partition"])
         cursors = self._read("cursors", versions).join(
             requests.select("topic", "partition"), ["topic", "partition"], "left_semi"
         )
-        partitions = partitions.join(
-            requests.select("topic", "partition"), ["topic", "partition"], "left_semi"
-        )
-        state = (
-            partitions.select(
-                "topic",
-                "partition",
-                F.lit(PARTITION).alias("kind"),
-                F.lit(None).cast("string").alias("subscription"),
-                F.col("ledgers").alias("state"),
-                "last_seq",
-                "last_event_time",
-                F.lit(None).cast("binary").alias("sub_state"),
-            )
-            .unionByName(
-                cursors.select(
-                    "topic",
-                    "partition",
-                    F.lit(CURSOR).alias("kind"),
-                    "subscription",
-                    "state",
-                    F.lit(None).cast("long").alias("last_seq"),
-                    F.lit(None).cast("long").alias("last_event_time"),
-                    F.col("subscription_state").alias("sub_state"),
-                )
-            )
-            .join(requests, ["topic", "partition"])
-        )
+        state = state_input(partitions, cursors)
         out = (
             state.groupBy("topic", "partition")
             .applyInArrow(trim_partition, APPLY_OUTPUT)

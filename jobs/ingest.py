@@ -48,7 +48,7 @@ from jobs.checkpoints import register, uncommitted_batch
 from jobs.errors import AckstateError
 from jobs.ingest_producers import write_producer_tables
 from jobs.retry import retry_on_conflict
-from jobs.tables import ensure_tables, read_table, table_path
+from jobs.tables import ensure_tables, latest_version, read_table, table_path
 from schemas.tables import REJECTED_EVENT_COLUMNS, TABLES
 from schemas.udf import (
     ACTIVE_CHANGE,
@@ -156,6 +156,38 @@ def batch_ack_rows(out: DataFrame) -> DataFrame:
         "ack_set",
         "acked_count",
         "op",
+    )
+
+
+def state_input(partitions: DataFrame, cursors: DataFrame) -> DataFrame:
+    """``schemas.udf.STATE_INPUT`` rows of the apply and trim UDFs: one per topic partition (its
+    ``topic_partitions`` row, with the requested ``first_retained_ledger``) and one per cursor."""
+    from pyspark.sql import functions as F
+
+    return partitions.select(
+        "topic",
+        "partition",
+        F.lit(PARTITION).alias("kind"),
+        F.lit(None).cast("string").alias("subscription"),
+        F.col("ledgers").alias("state"),
+        "last_seq",
+        "last_event_time",
+        F.lit(None).cast("binary").alias("sub_state"),
+        "producers_state",
+        "first_retained_ledger",
+    ).unionByName(
+        cursors.select(
+            "topic",
+            "partition",
+            F.lit(CURSOR).alias("kind"),
+            "subscription",
+            "state",
+            F.lit(None).cast("long").alias("last_seq"),
+            F.lit(None).cast("long").alias("last_event_time"),
+            F.col("subscription_state").alias("sub_state"),
+            F.lit(None).cast("binary").alias("producers_state"),
+            F.lit(None).cast("long").alias("first_retained_ledger"),
+        )
     )
 
 
@@ -404,14 +436,7 @@ class BatchWriter:
 
     def _read_versions(self, spark: SparkSession) -> dict[str, int]:
         """The latest version of each table the batch reads, to read and to record."""
-        from delta.tables import DeltaTable
-
-        return {
-            name: int(
-                DeltaTable.forPath(spark, table_path(self.options.warehouse, name)).history(1).first()[0]
-            )
-            for name in READ_TABLES
-        }
+        return {name: latest_version(spark, self.options.warehouse, name) for name in READ_TABLES}
 
     def _apply(
         self,
@@ -423,7 +448,6 @@ class BatchWriter:
         input_rows: int,
         started: float,
     ) -> None:
-        from pyspark.sql import functions as F
 
         from jobs.validate import INPUT_ORDER_COLUMN, classify, duplicate_keys, mark_duplicates, split
 
@@ -446,29 +470,7 @@ class BatchWriter:
                 spark, self.options.warehouse, "cursors", as_of=versions.get("cursors")
             ).join(touched, keys, "left_semi")
             partitions = partitions.join(self._trim_requests(spark, versions, touched), keys, "left")
-            state = partitions.select(
-                *keys,
-                F.lit(PARTITION).alias("kind"),
-                F.lit(None).cast("string").alias("subscription"),
-                F.col("ledgers").alias("state"),
-                "last_seq",
-                "last_event_time",
-                F.lit(None).cast("binary").alias("sub_state"),
-                "producers_state",
-                "first_retained_ledger",
-            ).unionByName(
-                cursors.select(
-                    *keys,
-                    F.lit(CURSOR).alias("kind"),
-                    "subscription",
-                    "state",
-                    F.lit(None).cast("long").alias("last_seq"),
-                    F.lit(None).cast("long").alias("last_event_time"),
-                    F.col("subscription_state").alias("sub_state"),
-                    F.lit(None).cast("binary").alias("producers_state"),
-                    F.lit(None).cast("long").alias("first_retained_ledger"),
-                )
-            )
+            state = state_input(partitions, cursors)
             # materialised: the state of the touched partitions is small (one row per cursor)
             state = state.localCheckpoint(eager=True)
             self._phases.done("read state")

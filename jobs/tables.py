@@ -47,6 +47,13 @@ def ensure_tables(spark: SparkSession, warehouse: str | Path) -> list[str]:
     return created
 
 
+def latest_version(spark: SparkSession, warehouse: str | Path, name: str) -> int:
+    """The table's current Delta version: what a job reads with ``as_of`` to know what it read."""
+    from delta.tables import DeltaTable
+
+    return int(DeltaTable.forPath(spark, table_path(warehouse, name)).history(1).first()["version"])
+
+
 def read_table(
     spark: SparkSession, warehouse: str | Path, name: str, *, as_of: str | int | None = None
 ) -> DataFrame:
