@@ -52,6 +52,7 @@ checkpoint it), then ``split(mark_duplicates(classified, dups))``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -108,19 +109,55 @@ def classify(raw: DataFrame) -> DataFrame:
     ``detail``, ``raw`` and an internal input-order column; feed it to `mark_duplicates`
     and `split`. No shuffle happens here.
     """
-    parsed = raw.select(
+    stages = _classify_stages()
+    parsed = raw.select(*stages.parse)
+    return parsed.select(*stages.fields).select(*stages.ruled).select(*stages.result)
+
+
+@dataclass(frozen=True)
+class _Stages:
+    """The four projections of `classify`, as column expressions."""
+
+    parse: list[Column]
+    fields: list[Column]
+    ruled: list[Column]
+    result: list[Column]
+
+
+_STAGES: dict[int, _Stages] = {}
+
+
+def _classify_stages() -> _Stages:
+    """`classify`'s column expressions, built once per JVM and reused by every micro-batch.
+
+    Building them is thousands of py4j calls (every ``F.col``, ``when`` and lambda is one):
+    about a second per batch, most of a small batch's validation. Column expressions are
+    unresolved Catalyst trees, independent of any DataFrame or session, so one set serves
+    every batch; they are keyed by the py4j gateway in case a process starts another JVM.
+    """
+    from pyspark import SparkContext
+
+    key = id(SparkContext._gateway)
+    stages = _STAGES.get(key)
+    if stages is None:
+        stages = _STAGES[key] = _build_stages()
+    return stages
+
+
+def _build_stages() -> _Stages:
+    parse = [
         F.col("value").alias(RAW_COLUMN),
         F.from_json(F.col("value"), _PARSE_SCHEMA, _PARSE_OPTIONS).alias(_PARSED),
-    )
+    ]
     malformed, malformed_detail = _malformed_rule()
     # Defaults are applied to every row; a malformed row keeps the partition it parsed.
-    fields = parsed.select(
-        RAW_COLUMN,
+    fields = [
+        F.col(RAW_COLUMN),
         *[_with_default(name).alias(name) for name in EVENT_FIELD_NAMES],
         F.col(f"{_PARSED}.partition").alias("_parsed_partition"),
         malformed.alias("_malformed"),
         F.when(malformed, malformed_detail).alias("_malformed_detail"),
-    )
+    ]
     rules = _rules()
     first_failing: Column = F.when(F.col("_malformed"), F.lit(0))
     for i, (_, checks) in enumerate(rules, start=1):
@@ -132,7 +169,7 @@ def classify(raw: DataFrame) -> DataFrame:
     # duplicate window), the generated code outgrows the JIT limits, and constraint
     # propagation grows exponentially with the number of aliased fields (minutes, or OOM).
     barrier = F.spark_partition_id() >= 0
-    ruled = fields.select("*", F.when(barrier, first_failing).alias(_RULE))
+    ruled = [F.col("*"), F.when(barrier, first_failing).alias(_RULE)]
     rule = F.col(_RULE)
     reason: Column = F.when(rule == 0, F.lit(V.MALFORMED_JSON))
     detail: Column = F.when(rule == 0, F.col("_malformed_detail"))
@@ -140,13 +177,14 @@ def classify(raw: DataFrame) -> DataFrame:
         reason = reason.when(rule == i, F.lit(code))
         detail = detail.when(rule == i, _details(checks))
     partition = F.when(rule == 0, F.col("_parsed_partition")).otherwise(F.col("partition"))
-    return ruled.select(
+    result = [
         *[F.col(c) if c != "partition" else partition.alias(c) for c in EVENT_FIELD_NAMES],
         reason.alias(REASON_COLUMN),
         detail.alias(DETAIL_COLUMN),
-        RAW_COLUMN,
+        F.col(RAW_COLUMN),
         F.monotonically_increasing_id().alias(_ORDER),
-    )
+    ]
+    return _Stages(parse, fields, ruled, result)
 
 
 def duplicate_keys(classified: DataFrame) -> DataFrame:

@@ -555,3 +555,17 @@ def test_every_shared_scenario_event_is_classified_as_its_file_says(spark: Spark
     assert not wrongly_rejected
     assert valid_ids == expected_valid
     assert valid.count() + rejected.count() == len(lines)
+
+
+def test_one_set_of_expressions_serves_every_batch(spark: SparkSession) -> None:
+    """classify reuses its column expressions (building them is ~1 s of py4j calls per batch);
+    two frames classified with the same expressions keep their own rows and input order."""
+    from jobs.validate import _classify_stages
+
+    assert _classify_stages() is _classify_stages()
+    first = classify(_frame(spark, [_subscribe("a"), "not json"])).collect()
+    second = classify(_frame(spark, [_subscribe("b")])).collect()
+    assert [(r["event_id"], r["reason"]) for r in first] == [("a", None), (None, V.MALFORMED_JSON)]
+    assert [(r["event_id"], r["reason"]) for r in second] == [("b", None)]
+    orders = [r["_input_order"] for r in first]
+    assert orders == sorted(set(orders))
