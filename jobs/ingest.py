@@ -448,7 +448,6 @@ class BatchWriter:
         input_rows: int,
         started: float,
     ) -> None:
-
         from jobs.validate import INPUT_ORDER_COLUMN, classify, duplicate_keys, mark_duplicates, split
 
         marked = classify(raw).persist()  # parse and check once; both halves of the split read it
