@@ -7,6 +7,7 @@ one core, and the exact state size of a cursor with 10,000,000 ack holes. ``--in
 ``--subscriptions`` (``jobs.bench_subscriptions``) measures per-subscription work (Failover
 assignment) over 100,000 subscriptions, in the engine and through its Spark UDF;
 ``--dedup`` (``jobs.bench_dedup``) measures the ingest of a producer-heavy stream with deduplication on.
+``--interceptor`` (``jobs.bench_interceptor``) measures what the broker plugin costs a local broker.
 """
 
 from __future__ import annotations
@@ -170,7 +171,8 @@ def bench_holes(runs: int, quick: bool) -> list[Figure]:
 def run(args: argparse.Namespace) -> int:
     """``ackstate bench``: with no selector, the engine figures (the others need Spark)."""
     runs = max(1, args.runs)
-    selected = [name for name in ("engine", "ingest", "subscriptions", "dedup") if getattr(args, name, False)]
+    names = ("engine", "ingest", "subscriptions", "dedup", "interceptor")
+    selected = [name for name in names if getattr(args, name, False)]
     selected = selected or ["engine"]
     print(f"ackstate bench on {machine()}")
     for name in selected:
@@ -197,6 +199,12 @@ def run(args: argparse.Namespace) -> int:
 
             print("dedup (producer sends through the ingest, deduplication on; against a pass-through):")
             for figure in bench_dedup(getattr(args, "config", None), runs, args.quick):
+                print(figure.line())
+        elif name == "interceptor":
+            from jobs.bench_interceptor import bench_interceptor
+
+            print("broker plugin (two local standalone brokers, with and without it, runs alternating):")
+            for figure in bench_interceptor(runs, args.quick):
                 print(figure.line())
         else:
             print(f"{name}: not available in this build")

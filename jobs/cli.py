@@ -29,7 +29,8 @@ class Command(NamedTuple):
 
 COMMANDS: dict[str, Command] = {
     "setup": Command(
-        "jobs.jars:setup_command", "put the Delta Lake jars in the local cache (once; needs Maven Central)"
+        "jobs.broker:setup_command",
+        "put the Delta Lake jars (and with --pulsar the Pulsar broker and its plugin) in the local cache",
     ),
     "demo": Command("jobs.demo:run", "generate a workload, ingest it and print stats: the main job, locally"),
     "init": Command("jobs.tables:init_command", "create the warehouse tables (idempotent)"),
@@ -131,6 +132,11 @@ def _setup_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--force", action="store_true", help="resolve again even if the cache is complete")
     p.add_argument(
+        "--pulsar",
+        action="store_true",
+        help="also resolve the Pulsar 4.0.7 broker and build the ackstate broker plugin (needs Maven)",
+    )
+    p.add_argument(
         "--verify",
         action="store_true",
         help="start a local Delta session from the cache even if nothing was resolved",
@@ -221,6 +227,11 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
         help="per-subscription work over 100,000 subscriptions (Failover assignment: engine and Spark UDF)",
     )
     p.add_argument("--dedup", action="store_true", help="producer deduplication")
+    p.add_argument(
+        "--interceptor",
+        action="store_true",
+        help="the broker plugin's cost: local brokers with and without it (needs `ackstate setup --pulsar`)",
+    )
     p.add_argument(
         "--runs",
         type=int,

@@ -441,12 +441,12 @@ def _decode(decoder: Any, blob: bytes | None, what: str) -> Any:
 # ---- Spark side -----------------------------------------------------------------------------
 def stats_command(args: argparse.Namespace) -> int:
     """``ackstate stats``: JSON shaped like ``pulsar-admin topics stats``."""
-    return _run(args, _read_stats)
+    return _run(args, read_stats)
 
 
 def internal_stats_command(args: argparse.Namespace) -> int:
     """``ackstate internal-stats``: JSON shaped like ``pulsar-admin topics stats-internal``."""
-    return _run(args, _read_internal_stats)
+    return _run(args, read_internal_stats)
 
 
 def _run(args: argparse.Namespace, read: Any) -> int:
@@ -471,7 +471,7 @@ def _run(args: argparse.Namespace, read: Any) -> int:
     return 0
 
 
-def _read_stats(
+def read_stats(
     spark: SparkSession,
     warehouse: Path,
     selected: TopicFilter | None,
@@ -530,7 +530,7 @@ def _read_stats(
     )
 
 
-def _read_internal_stats(
+def read_internal_stats(
     spark: SparkSession,
     warehouse: Path,
     selected: TopicFilter | None,

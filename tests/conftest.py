@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,3 +38,32 @@ def repo_root() -> Path:
 def _no_user_warehouse(monkeypatch: pytest.MonkeyPatch) -> None:
     """A developer's $ACKSTATE_WAREHOUSE must never receive test tables."""
     monkeypatch.delenv("ACKSTATE_WAREHOUSE", raising=False)
+
+
+TEST_SPARK_CONF = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.databricks.delta.snapshotPartitions": "2",
+    # leave memory for the JVMs that CLI tests and other workers start beside this one
+    "spark.driver.memory": "2g",
+    # tests are short-lived: the C1 JIT alone warms up 2-3x faster on 2 cores than C1+C2
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+}
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """The one local[2] Spark session with Delta for the whole run.
+
+    Built by ``jobs.session.get_spark``, the factory the jobs use, so the tests exercise the
+    session users get; starting a JVM costs seconds, so one serves every test.
+    """
+    from jobs.session import get_spark, stop_spark
+
+    conf = dict(TEST_SPARK_CONF)
+    # catalog tables created without a location must not land in the working directory
+    conf["spark.sql.warehouse.dir"] = str(tmp_path_factory.mktemp("spark-warehouse"))
+    session = get_spark(app_name="ackstate-tests", master="local[2]", extra_conf=conf)
+    yield session
+    stop_spark()

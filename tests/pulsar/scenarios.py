@@ -1,0 +1,319 @@
+"""Scenarios driven on a real broker with the Python client; the broker then judges ackstate.
+
+Each scenario works on its own topics (``Run.topic``) and leaves its consumers connected, so
+that the broker's per-consumer numbers are still there to compare when the run ends. What a
+scenario cannot leave to the admin API (the receipts a producer got) it records in ``Run``.
+
+The broker runs with ``managedLedgerMaxEntriesPerLedger=10``, so every topic of more than ten
+entries spans several ledgers and ack holes cross ledger boundaries.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulsar
+
+from jobs.broker import StandaloneBroker
+
+NAMESPACE = "public/default"
+DEDUP_NAMESPACE = "public/dedup"  # deduplication on, as a namespace policy
+RECEIVE_MS = 5000
+ACK_TIMEOUT_MS = 10_000  # the Python (C++) client's minimum
+
+
+@dataclass
+class Run:
+    """One run of scenarios against one broker: its clients, topics and what they observed."""
+
+    broker: StandaloneBroker
+    prefix: str
+    client: pulsar.Client = field(init=False)
+    topics: list[tuple[str, int, str]] = field(default_factory=list)  # (topic, partitions, scenario)
+    scenario: str = ""  # the scenario playing now: it owns the topics made meanwhile
+    consumers: list[pulsar.Consumer] = field(default_factory=list)
+    receipts: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # producer -> (seq id, "L:E")
+    deadline: float = 0.0  # monotonic time before which the broker is not yet settled (ack timeouts)
+
+    def __post_init__(self) -> None:
+        self.client = pulsar.Client(self.broker.service_url, operation_timeout_seconds=30)
+
+    def topic(self, name: str, *, partitions: int = 0, persistent: bool = True, ns: str = NAMESPACE) -> str:
+        domain = "persistent" if persistent else "non-persistent"
+        topic = f"{domain}://{ns}/{self.prefix}-{name}"
+        if partitions:
+            self.broker.admin(f"/admin/v2/{domain}/{ns}/{self.prefix}-{name}/partitions", "PUT", partitions)
+        self.topics.append((topic, partitions, self.scenario))
+        return topic
+
+    def subscribe(
+        self, topic: str, sub: str, kind: pulsar.ConsumerType, name: str, **kw: Any
+    ) -> pulsar.Consumer:
+        kw.setdefault("initial_position", pulsar.InitialPosition.Earliest)
+        consumer = self.client.subscribe(topic, sub, consumer_type=kind, consumer_name=name, **kw)
+        self.consumers.append(consumer)
+        return consumer
+
+    def play(self, scenario: Callable[[Run], None]) -> None:
+        self.scenario = scenario.__name__
+        scenario(self)
+
+    def names(self, scenario: str | None = None) -> list[str]:
+        """Pulsar's names of the topic partitions of one scenario (of all, without one)."""
+        return [
+            name
+            for topic, parts, owner in self.topics
+            if scenario is None or owner == scenario
+            for name in partition_names(topic, parts)
+        ]
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def partition_names(topic: str, partitions: int) -> list[str]:
+    """Pulsar's names of a topic's partitions (the topic itself when it is not partitioned)."""
+    return [f"{topic}-partition-{i}" for i in range(partitions)] if partitions else [topic]
+
+
+def produce(run: Run, topic: str, n: int, *, batch: int = 0, keys: int = 0, name: str | None = None) -> None:
+    """``n`` messages; ``batch`` > 0 sends them in batches of that many, ``keys`` > 0 with keys."""
+    producer = run.client.create_producer(
+        topic,
+        producer_name=name,
+        batching_enabled=batch > 0,
+        batching_max_messages=max(batch, 2),
+        batching_max_publish_delay_ms=1000,
+    )
+    done: list[Any] = []
+    for i in range(n):
+        key = f"k{i % keys}" if keys else None
+        if batch:
+            producer.send_async(f"m{i}".encode(), lambda res, msg_id: done.append(res), partition_key=key)
+            if (i + 1) % batch == 0:
+                producer.flush()
+        else:
+            producer.send(f"m{i}".encode(), partition_key=key)
+    producer.flush()
+    producer.close()
+
+
+def receive(consumer: pulsar.Consumer, n: int, timeout_ms: int = RECEIVE_MS) -> list[pulsar.Message]:
+    got = []
+    for _ in range(n):
+        try:
+            got.append(consumer.receive(timeout_millis=timeout_ms))
+        except pulsar.Timeout:
+            break
+    return got
+
+
+def drain(consumer: pulsar.Consumer, quiet_ms: int = 500) -> list[pulsar.Message]:
+    """Every message the consumer gets until it gets none for ``quiet_ms``."""
+    return receive(consumer, 10_000, quiet_ms)
+
+
+# ---- the scenarios ---------------------------------------------------------------------------
+def exclusive_holes(run: Run) -> None:
+    """Individual acks out of order, leaving holes across three ledgers."""
+    topic = run.topic("exclusive-holes")
+    produce(run, topic, 25)
+    consumer = run.subscribe(topic, "sub", pulsar.ConsumerType.Exclusive, "ex-1")
+    msgs = receive(consumer, 25)
+    picked = [m for i, m in enumerate(msgs) if i % 3 != 0 or i in (0, 12)]
+    random.Random(7).shuffle(picked)
+    for m in picked:
+        consumer.acknowledge(m)
+
+
+def exclusive_cumulative(run: Run) -> None:
+    """A cumulative ack, then individual acks past it."""
+    topic = run.topic("exclusive-cumulative")
+    produce(run, topic, 15)
+    consumer = run.subscribe(topic, "sub", pulsar.ConsumerType.Exclusive, "cum-1")
+    msgs = receive(consumer, 15)
+    consumer.acknowledge_cumulative(msgs[6])
+    consumer.acknowledge(msgs[9])
+    consumer.acknowledge(msgs[11])
+
+
+def failover_switch(run: Run) -> None:
+    """Failover on a partitioned topic: two consumers, then the first one leaves."""
+    topic = run.topic("failover", partitions=2)
+    produce(run, topic, 12)
+    first = run.subscribe(topic, "sub", pulsar.ConsumerType.Failover, "fo-a")
+    second = run.subscribe(topic, "sub", pulsar.ConsumerType.Failover, "fo-b")
+    for consumer in (first, second):
+        for i, m in enumerate(drain(consumer)):
+            if i % 2 == 0:
+                consumer.acknowledge(m)
+    first.close()
+    run.consumers.remove(first)
+    for m in drain(second)[:3]:
+        second.acknowledge(m)
+
+
+def shared_batches(run: Run) -> None:
+    """Shared, two consumers, batched entries: unacked messages counted per consumer."""
+    topic = run.topic("shared-batches")
+    one = run.subscribe(topic, "sub", pulsar.ConsumerType.Shared, "sh-a", receiver_queue_size=4)
+    two = run.subscribe(topic, "sub", pulsar.ConsumerType.Shared, "sh-b", receiver_queue_size=4)
+    produce(run, topic, 30, batch=5)
+    for consumer in (one, two):
+        for i, m in enumerate(receive(consumer, 8, 1000)):
+            if i % 3 == 0:
+                consumer.acknowledge(m)
+
+
+def key_shared(run: Run) -> None:
+    """Key_Shared with keyed messages and two consumers."""
+    topic = run.topic("key-shared")
+    one = run.subscribe(topic, "sub", pulsar.ConsumerType.KeyShared, "ks-a")
+    two = run.subscribe(topic, "sub", pulsar.ConsumerType.KeyShared, "ks-b")
+    produce(run, topic, 20, keys=5)
+    for consumer in (one, two):
+        for i, m in enumerate(drain(consumer)):
+            if i % 2 == 1:
+                consumer.acknowledge(m)
+
+
+def batch_index_acks(run: Run) -> None:
+    """Batch-index acks (broker and client both enabled): parts of batches acknowledged."""
+    topic = run.topic("batch-index")
+    consumer = run.subscribe(topic, "sub", pulsar.ConsumerType.Shared, "bi-1", batch_index_ack_enabled=True)
+    produce(run, topic, 20, batch=5)
+    msgs = receive(consumer, 20)
+    for i in (0, 2, 5, 6, 7, 8, 9, 13, 19):
+        consumer.acknowledge(msgs[i])
+
+
+def negative_acks(run: Run) -> None:
+    """Negative acks: the client redelivers them after its delay, as a redeliver request."""
+    topic = run.topic("nack")
+    consumer = run.subscribe(
+        topic, "sub", pulsar.ConsumerType.Shared, "nack-1", negative_ack_redelivery_delay_ms=300
+    )
+    produce(run, topic, 8)
+    msgs = receive(consumer, 8)
+    consumer.negative_acknowledge(msgs[1])
+    consumer.negative_acknowledge(msgs[4])
+    consumer.acknowledge(msgs[0])
+    consumer.acknowledge(msgs[2])
+    again = receive(consumer, 2)
+    if again:
+        consumer.acknowledge(again[0])
+
+
+def ack_timeout(run: Run) -> None:
+    """The client's ack timeout: unacked messages come back after 10 s (a redeliver request)."""
+    topic = run.topic("ack-timeout")
+    consumer = run.subscribe(
+        topic, "sub", pulsar.ConsumerType.Shared, "at-1", unacked_messages_timeout_ms=ACK_TIMEOUT_MS
+    )
+    produce(run, topic, 5)
+    msgs = receive(consumer, 5)
+    consumer.acknowledge(msgs[0])
+    run.deadline = max(run.deadline, time.monotonic() + ACK_TIMEOUT_MS / 1000 + 3)
+
+
+def redeliver_all(run: Run) -> None:
+    """``redeliverUnacknowledgedMessages`` on Shared and on Exclusive."""
+    topic = run.topic("redeliver")
+    shared = run.subscribe(topic, "shared", pulsar.ConsumerType.Shared, "rd-s")
+    exclusive = run.subscribe(topic, "exclusive", pulsar.ConsumerType.Exclusive, "rd-x")
+    produce(run, topic, 6)
+    for consumer in (shared, exclusive):
+        msgs = receive(consumer, 6)
+        consumer.acknowledge(msgs[0])
+        consumer.redeliver_unacknowledged_messages()
+
+
+def close_and_reconnect(run: Run) -> None:
+    """A Shared consumer closes with messages unacked; another takes them; the first comes back."""
+    topic = run.topic("reconnect")
+    first = run.subscribe(topic, "sub", pulsar.ConsumerType.Shared, "rc-a", receiver_queue_size=5)
+    produce(run, topic, 8)
+    msgs = receive(first, 4)
+    first.acknowledge(msgs[0])
+    first.close()
+    run.consumers.remove(first)
+    second = run.subscribe(topic, "sub", pulsar.ConsumerType.Shared, "rc-b", receiver_queue_size=5)
+    for i, m in enumerate(receive(second, 5)):
+        if i % 2 == 0:
+            second.acknowledge(m)
+    run.subscribe(topic, "sub", pulsar.ConsumerType.Shared, "rc-a", receiver_queue_size=5)
+
+
+def dedup_resend(run: Run) -> None:
+    """A producer resends sequence ids with deduplication on: the broker answers -1:-1."""
+    topic = run.topic("dedup", ns=DEDUP_NAMESPACE)
+    run.subscribe(topic, "sub", pulsar.ConsumerType.Exclusive, "dd-1")
+    receipts = run.receipts.setdefault("dd-producer", [])
+    for ids in (range(0, 5), range(3, 8)):
+        producer = run.client.create_producer(topic, producer_name="dd-producer")
+        for sequence_id in ids:
+            msg_id = producer.send(f"s{sequence_id}".encode(), sequence_id=sequence_id)
+            receipts.append((sequence_id, f"{msg_id.ledger_id()}:{msg_id.entry_id()}"))
+        producer.close()
+
+
+def non_persistent(run: Run) -> None:
+    """A non-persistent topic: Shared and Exclusive subscriptions, some acks."""
+    topic = run.topic("np", persistent=False)
+    shared = run.subscribe(topic, "shared", pulsar.ConsumerType.Shared, "np-s")
+    exclusive = run.subscribe(topic, "exclusive", pulsar.ConsumerType.Exclusive, "np-x")
+    produce(run, topic, 10)
+    for consumer in (shared, exclusive):
+        for i, m in enumerate(receive(consumer, 10)):
+            if i % 2 == 0:
+                consumer.acknowledge(m)
+
+
+SCENARIOS: tuple[Callable[[Run], None], ...] = (
+    ack_timeout,  # first: its 10 s run while the others play
+    exclusive_holes,
+    exclusive_cumulative,
+    failover_switch,
+    shared_batches,
+    key_shared,
+    batch_index_acks,
+    negative_acks,
+    redeliver_all,
+    close_and_reconnect,
+    dedup_resend,
+    non_persistent,
+)
+
+
+def restart_in_the_middle(run: Run) -> None:
+    """Holes and pending acks, a graceful broker restart, then more acks and messages.
+
+    The clients reconnect by themselves; what the broker recovered (the persisted cursor,
+    redelivery of what was unacked) and what happens after must still match ackstate.
+    """
+    topic = run.topic("restart")
+    exclusive = run.subscribe(topic, "exclusive", pulsar.ConsumerType.Exclusive, "rs-x")
+    shared = run.subscribe(topic, "shared", pulsar.ConsumerType.Shared, "rs-s", receiver_queue_size=10)
+    produce(run, topic, 25)
+    held = receive(exclusive, 25)
+    for i in (0, 1, 3, 7, 12, 13, 20):
+        exclusive.acknowledge(held[i])
+    for i, m in enumerate(receive(shared, 10)):
+        if i % 3 == 0:
+            shared.acknowledge(m)
+    time.sleep(0.5)  # the acks reach the broker before it stops
+    run.broker.restart()
+    deadline = time.monotonic() + 60
+    while not all(c.is_connected() for c in (exclusive, shared)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    # the broker redelivers from the persisted cursor: ack some of what comes back
+    for consumer in (exclusive, shared):
+        again = receive(consumer, 1, 20_000) + drain(consumer)
+        for i, m in enumerate(again):
+            if i % 2 == 0:
+                consumer.acknowledge(m)
+    produce(run, topic, 5)

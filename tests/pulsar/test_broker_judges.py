@@ -1,0 +1,179 @@
+"""A real Pulsar broker feeds ackstate through the plugin, and then judges ackstate's answers.
+
+One standalone broker (with ``acknowledgmentAtBatchIndexLevelEnabled``, ten entries per ledger,
+and deduplication on in ``public/dedup``) plays every scenario of ``scenarios.py``. The plugin's
+files are ingested by the real streaming job, and ackstate's ``stats`` / ``internal-stats`` are
+compared with the admin API field by field (``judge.py``): first while the consumers are still
+connected, then again after they all closed (a second ingest of the files written since).
+A second broker is restarted in the middle of its scenario.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from engine.partition import EngineSettings
+from jobs.broker import StandaloneBroker
+from jobs.ingest import BatchWriter, IngestOptions, start_ingest
+from jobs.stats import read_internal_stats, read_stats
+from jobs.tables import read_table
+from tests.pulsar import scenarios
+from tests.pulsar.judge import ackstate_view, broker_view, differences
+from tests.pulsar.scenarios import DEDUP_NAMESPACE, Run
+
+BROKER_CONF = {
+    "acknowledgmentAtBatchIndexLevelEnabled": "true",
+    "managedLedgerMaxEntriesPerLedger": "10",
+    "managedLedgerMinLedgerRolloverTimeMinutes": "0",
+    "ackstateFileMaxMillis": "200",
+}
+SETTINGS = EngineSettings(
+    acknowledgment_at_batch_index_level_enabled=True, deduplication={DEDUP_NAMESPACE: True}
+)
+SETTLE_SECONDS = 1.5  # the client groups acks for 100 ms; the plugin rolls its file every 200 ms
+
+
+def settle(sink: Path, not_before: float = 0.0) -> None:
+    """Wait until the broker has applied what the clients sent and the plugin's files are complete."""
+    time.sleep(max(SETTLE_SECONDS, not_before - time.monotonic()))
+    deadline = time.monotonic() + 30
+    while any(sink.glob(".*")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def ingest(spark: SparkSession, sink: Path, warehouse: Path) -> None:
+    """``ackstate ingest --trigger available-now`` over the plugin's directory, in this session."""
+    options = IngestOptions(source=str(sink), warehouse=warehouse, settings=SETTINGS)
+    query = start_ingest(spark, options, BatchWriter(options))
+    query.awaitTermination()
+    assert query.exception() is None, query.exception()
+
+
+@dataclass
+class Snapshot:
+    """The broker's and ackstate's views of every scenario topic partition at one moment."""
+
+    broker: dict[str, dict[str, Any]]
+    ackstate: dict[str, dict[str, Any]]
+
+
+def snapshot(spark: SparkSession, run: Run, sink: Path, warehouse: Path) -> Snapshot:
+    names = run.names()
+    broker = {n: broker_view(run.broker, n) for n in names}
+    ingest(spark, sink, warehouse)
+    stats = read_stats(spark, warehouse, None, None, None)
+    internal = read_internal_stats(spark, warehouse, None, None, None)
+    return Snapshot(broker, {n: ackstate_view(stats, internal, n) for n in names})
+
+
+@dataclass
+class JudgedRun:
+    run: Run
+    connected: Snapshot
+    closed: Snapshot
+    warehouse: Path
+
+
+@pytest.fixture(scope="module")
+def judged(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JudgedRun]:
+    root = tmp_path_factory.mktemp("judged")
+    sink, warehouse = root / "events", root / "warehouse"
+    with StandaloneBroker(root / "broker", sink_dir=sink, conf=BROKER_CONF) as broker:
+        broker.admin(f"/admin/v2/namespaces/{DEDUP_NAMESPACE}", "PUT", {})
+        broker.admin(f"/admin/v2/namespaces/{DEDUP_NAMESPACE}/deduplication", "POST", True)
+        run = Run(broker, prefix="judge")
+        try:
+            for scenario in scenarios.SCENARIOS:
+                run.play(scenario)
+            settle(sink, run.deadline)
+            connected = snapshot(spark, run, sink, warehouse)
+            for consumer in run.consumers:
+                consumer.close()
+            settle(sink)
+            closed = snapshot(spark, run, sink, warehouse)
+        finally:
+            run.close()
+    yield JudgedRun(run, connected, closed, warehouse)
+
+
+SCENARIO_NAMES = [s.__name__ for s in scenarios.SCENARIOS]
+
+
+@pytest.mark.parametrize("scenario", SCENARIO_NAMES)
+def test_state_equals_the_brokers_while_consumers_are_connected(judged: JudgedRun, scenario: str) -> None:
+    lines = [
+        f"{name}{line}"
+        for name in judged.run.names(scenario)
+        for line in differences(judged.connected.broker[name], judged.connected.ackstate[name])
+    ]
+    assert not lines, "ackstate differs from the broker:\n" + "\n".join(lines)
+
+
+@pytest.mark.parametrize("scenario", SCENARIO_NAMES)
+def test_state_equals_the_brokers_after_every_consumer_closed(judged: JudgedRun, scenario: str) -> None:
+    lines = [
+        f"{name}{line}"
+        for name in judged.run.names(scenario)
+        for line in differences(judged.closed.broker[name], judged.closed.ackstate[name])
+    ]
+    assert not lines, "ackstate differs from the broker:\n" + "\n".join(lines)
+
+
+@pytest.fixture(scope="module")
+def restarted(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JudgedRun]:
+    """A broker restarted in the middle of its scenario (its own broker: the restart ends all)."""
+    root = tmp_path_factory.mktemp("restarted")
+    sink, warehouse = root / "events", root / "warehouse"
+    with StandaloneBroker(root / "broker", sink_dir=sink, conf=BROKER_CONF) as broker:
+        run = Run(broker, prefix="restart")
+        try:
+            run.play(scenarios.restart_in_the_middle)
+            settle(sink)
+            connected = snapshot(spark, run, sink, warehouse)
+            for consumer in run.consumers:
+                consumer.close()
+            settle(sink)
+            closed = snapshot(spark, run, sink, warehouse)
+        finally:
+            run.close()
+    yield JudgedRun(run, connected, closed, warehouse)
+
+
+@pytest.mark.parametrize("moment", ["connected", "closed"])
+def test_state_equals_the_brokers_across_a_broker_restart(restarted: JudgedRun, moment: str) -> None:
+    taken: Snapshot = getattr(restarted, moment)
+    lines = [
+        f"{name}{line}"
+        for name in restarted.run.names()
+        for line in differences(taken.broker[name], taken.ackstate[name])
+    ]
+    assert not lines, "ackstate differs from the broker:\n" + "\n".join(lines)
+
+
+def test_seq_keeps_increasing_across_a_broker_restart(spark: SparkSession, restarted: JudgedRun) -> None:
+    """The plugin's seq of the restarted broker continues above the first run's: nothing is stale."""
+    rows = read_table(spark, restarted.warehouse, "rejected_events").collect()
+    assert [(r["reason"], r["raw"]) for r in rows] == []
+
+
+def test_dedup_receipts_equal_what_the_producer_was_answered(spark: SparkSession, judged: JudgedRun) -> None:
+    """ackstate's verdict on each resent sequence id is the receipt the broker sent the client."""
+    rows = (
+        read_table(spark, judged.warehouse, "send_receipts").where("producer_name = 'dd-producer'").collect()
+    )
+    ours = sorted((r["sequence_id"], r["receipt"]) for r in rows)
+    theirs = sorted(judged.run.receipts["dd-producer"])
+    assert ours == theirs
+
+
+def test_the_brokers_stream_has_no_rejected_event(spark: SparkSession, judged: JudgedRun) -> None:
+    """Every event the plugin wrote is one ackstate accepts: nothing in ``rejected_events``."""
+    rows = read_table(spark, judged.warehouse, "rejected_events").collect()
+    assert [(r["reason"], r["raw"]) for r in rows] == []
