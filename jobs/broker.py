@@ -18,6 +18,7 @@ source of its events; ``ackstate bench --interceptor`` uses it to measure the pl
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -67,14 +68,32 @@ def interceptor_dir(root: str | Path | None = None) -> Path:
     return jars_root(root) / "ackstate-interceptor"
 
 
-def _complete(directory: Path) -> list[Path] | None:
-    """The files a cache entry's manifest lists, if all are there; else None."""
+def _complete(directory: Path, source: str | None = None) -> list[Path] | None:
+    """The files a cache entry's manifest lists, if all are there (and built from ``source``)."""
     try:
-        names = json.loads((directory / MANIFEST).read_text())["files"]
+        manifest = json.loads((directory / MANIFEST).read_text())
+        names = manifest["files"]
     except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if source is not None and manifest.get("source") != source:
         return None
     files = [directory / n for n in names]
     return files if files and all(f.is_file() for f in files) else None
+
+
+def interceptor_source_digest() -> str | None:
+    """A digest of the plugin's sources, so that a NAR built from older sources counts as missing.
+
+    None outside a checkout (an installed ackstate has no sources): then any built NAR will do.
+    """
+    if not (INTERCEPTOR_SOURCE / "pom.xml").is_file():
+        return None
+    digest = hashlib.sha256()
+    for path in sorted(INTERCEPTOR_SOURCE.rglob("*")):
+        relative = path.relative_to(INTERCEPTOR_SOURCE)
+        if path.is_file() and relative.parts[0] != "target":
+            digest.update(str(relative).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def find_pulsar_lib(root: str | Path | None = None) -> Path:
@@ -90,11 +109,11 @@ def find_pulsar_lib(root: str | Path | None = None) -> Path:
 
 def find_interceptor_nar(root: str | Path | None = None) -> Path:
     """The cached plugin NAR, or ``PulsarSetupError`` naming the command that builds it."""
-    files = _complete(interceptor_dir(root))
+    files = _complete(interceptor_dir(root), interceptor_source_digest())
     if not files:
         raise PulsarSetupError(
-            f"the ackstate broker plugin is not built in {display_path(interceptor_dir(root))}: "
-            "run `ackstate setup --pulsar` in a checkout of ackstate (needs Maven)"
+            f"the ackstate broker plugin in {display_path(interceptor_dir(root))} is missing or older "
+            "than interceptor/: run `ackstate setup --pulsar` in a checkout of ackstate (needs Maven)"
         )
     return files[0]
 
@@ -116,8 +135,9 @@ def _run_maven(args: list[str], log_file: Path) -> None:
         raise PulsarSetupError(f"Maven failed (exit {proc.returncode}); its output is in {log_file}")
 
 
-def _install(scratch: Path, final: Path, files: list[str]) -> None:
-    (scratch / MANIFEST).write_text(json.dumps({"files": sorted(files)}, indent=1) + "\n")
+def _install(scratch: Path, final: Path, files: list[str], source: str | None = None) -> None:
+    manifest = {"files": sorted(files), "source": source}
+    (scratch / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     if final.exists():
         shutil.rmtree(final)
     scratch.rename(final)
@@ -156,13 +176,15 @@ def ensure_pulsar(root: str | Path | None = None, force: bool = False) -> Pulsar
         _install(scratch, lib, [p.name for p in scratch.glob("*.jar")])
         actions.append("resolved")
     nar_dir = interceptor_dir(root_path)
-    if force or _complete(nar_dir) is None:
+    source = interceptor_source_digest()
+    if force or _complete(nar_dir, source) is None:
         pom = INTERCEPTOR_SOURCE / "pom.xml"
         if not pom.is_file():
             raise PulsarSetupError(
                 f"the plugin's sources are not at {INTERCEPTOR_SOURCE}: "
                 "build the NAR from a checkout of ackstate"
             )
+        shutil.rmtree(INTERCEPTOR_SOURCE / "target", ignore_errors=True)  # no NAR of older sources
         _run_maven(["-q", "-f", str(pom), "package"], root_path / "ackstate-interceptor.log")
         built = sorted((INTERCEPTOR_SOURCE / "target").glob("*.nar"))
         if not built:
@@ -171,7 +193,7 @@ def ensure_pulsar(root: str | Path | None = None, force: bool = False) -> Pulsar
         shutil.rmtree(scratch, ignore_errors=True)
         scratch.mkdir()
         shutil.copy2(built[-1], scratch / built[-1].name)
-        _install(scratch, nar_dir, [built[-1].name])
+        _install(scratch, nar_dir, [built[-1].name], source)
         actions.append("built")
     return PulsarSetup(lib, find_interceptor_nar(root_path), tuple(actions), time.monotonic() - started)
 
