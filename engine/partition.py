@@ -250,7 +250,25 @@ class PartitionState:
         for name, sub in self.subscriptions.items():
             if sub.changes:
                 result.changed.add(name)
+        self._place_cursors_before_first_ledger(result)
         return result
+
+    def _place_cursors_before_first_ledger(self, result: ApplyResult) -> None:
+        """A cursor opened on a topic with no entry yet sits before the ledger that gets the first.
+
+        The broker opens a ledger when the topic loads; ManagedLedgerImpl.asyncOpenCursor on that
+        empty ledger puts mark-delete at ``(currentLedger, -1)``, and ``internalStats`` shows it so.
+        Events name a ledger only when an entry lands in it, so a cursor opened before any PUBLISH
+        is at EARLIEST until then, and moves to ``(first ledger, -1)`` here: the same place (no
+        entry lies between them), named as the broker names it.
+        """
+        first = self.ledgers.first_ledger_id
+        if first is None:
+            return
+        for name, cursor in self.cursors.items():
+            if cursor.mark_delete == EARLIEST:
+                cursor.mark_delete = Position(first, -1)
+                result.changed.add(name)
 
     def trim_ledgers(self, first_retained_ledger_id: int) -> TrimResult:
         """Delete the ledgers below ``first_retained_ledger_id``, as a topic's retention does.

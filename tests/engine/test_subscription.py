@@ -355,3 +355,17 @@ def test_single_active_types_keep_no_pending_acks(sub_type):
     s.apply(s.subscribe(1, sub_type), s.dispatch(1, 10, 0), s.ids("NACK", 1, (10, 0)))
     assert s.sub().consumers[1].pending == {} and s.unacked(1) == 0
     assert s.sub().redeliveries == {}
+
+
+@pytest.mark.parametrize("initial", ["Latest", "Earliest"])
+def test_cursor_opened_before_any_entry_sits_before_the_first_ledger(initial: str):
+    """ManagedLedgerImpl.asyncOpenCursor on the empty ledger the topic opened: mark-delete is
+    ``(currentLedger, -1)``. Seen on a real 4.0.7 broker (tests/pulsar): a Shared subscription made
+    before the first publish shows ``markDeletePosition`` ``14:-1`` once entries land in ledger 14."""
+    s = Stream()
+    s.apply(s.subscribe(1, initial_position=initial), s.subscribe(2, sub="later", initial_position=initial))
+    assert s.state.cursors["s"].mark_delete == P(-1, -1)
+    s.publish(14, 0, 1)
+    assert s.state.cursors["s"].mark_delete == P(14, -1)
+    assert s.state.cursors["later"].mark_delete == P(14, -1)
+    assert s.state.cursors["s"].backlog(s.state.ledgers) == 2

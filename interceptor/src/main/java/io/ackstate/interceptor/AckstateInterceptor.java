@@ -1,0 +1,348 @@
+package io.ackstate.interceptor;
+
+import io.netty.buffer.ByteBuf;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+import javax.servlet.ServletRequest;
+import javax.servlet.ServletResponse;
+import org.apache.bookkeeper.mledger.Entry;
+import org.apache.pulsar.broker.PulsarService;
+import org.apache.pulsar.broker.intercept.BrokerInterceptor;
+import org.apache.pulsar.broker.service.Consumer;
+import org.apache.pulsar.broker.service.Producer;
+import org.apache.pulsar.broker.service.ServerCnx;
+import org.apache.pulsar.broker.service.Subscription;
+import org.apache.pulsar.broker.service.Topic;
+import org.apache.pulsar.broker.service.TopicEventsListener;
+import org.apache.pulsar.common.api.proto.BaseCommand;
+import org.apache.pulsar.common.api.proto.CommandAck;
+import org.apache.pulsar.common.api.proto.CommandRedeliverUnacknowledgedMessages;
+import org.apache.pulsar.common.api.proto.CommandSubscribe;
+import org.apache.pulsar.common.api.proto.MessageIdData;
+import org.apache.pulsar.common.api.proto.MessageMetadata;
+import org.apache.pulsar.common.naming.TopicName;
+import org.apache.pulsar.common.protocol.Commands;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Writes what the broker does to subscriptions as ackstate's contract events.
+ *
+ * <p>Hook to event: {@code consumerCreated} SUBSCRIBE; {@code consumerClosed} and topic unload or
+ * delete CLOSE_CONSUMER; {@code onMessagePublish} SEND; {@code messageProduced} PUBLISH;
+ * {@code messageDispatched} DISPATCH; {@code messageAcked} ACK (after the broker applied it); an
+ * inbound {@code CommandRedeliverUnacknowledgedMessages} REDELIVER. A client-side negative ack
+ * or ack timeout is not visible to a broker: its consequence, the client's redeliver request,
+ * is what arrives. No hook may throw or block: each builds its line and offers it to the
+ * bounded {@link EventQueue}.
+ */
+public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListener {
+    private static final Logger log = LoggerFactory.getLogger(AckstateInterceptor.class);
+
+    static final String SINK_DIRECTORY = "ackstateSinkDirectory";
+    static final String FILE_MAX_EVENTS = "ackstateFileMaxEvents";
+    static final String FILE_MAX_MILLIS = "ackstateFileMaxMillis";
+    static final String QUEUE_CAPACITY = "ackstateQueueCapacity";
+
+    private final String run = UUID.randomUUID().toString().substring(0, 8);
+    private final AtomicLong eventNo = new AtomicLong();
+    private final AtomicLong hookErrors = new AtomicLong();
+    /** One clock per topic partition (full Pulsar name): seq order = queue order per partition. */
+    private final Map<String, SeqClock> clocks = new ConcurrentHashMap<>();
+    /** Consumer ids unique across the broker and its restarts (Pulsar's are per connection). */
+    private final SeqClock consumerIds = new SeqClock();
+    private final Map<Consumer, Tracked> consumers = new IdentityHashMap<>();
+    /** The initial position of each subscribe command until its consumer is created. */
+    private final Map<Pending, String> initialPositions = new ConcurrentHashMap<>();
+    private EventQueue queue;
+
+    private record Pending(ServerCnx cnx, long consumerId) {}
+
+    /** What a SUBSCRIBE said of a consumer, so later events name the same consumer. */
+    private record Tracked(long id, String fullTopic, String subscription) {}
+
+    @Override
+    public void initialize(PulsarService pulsar) throws Exception {
+        // getBrokerId() is not available yet here (it throws and aborts the broker's start)
+        Properties props = pulsar.getConfiguration().getProperties();
+        String dir = props.getProperty(SINK_DIRECTORY);
+        if (dir == null || dir.isBlank()) {
+            throw new IllegalArgumentException(SINK_DIRECTORY + " must name the directory for ackstate's event files");
+        }
+        int maxEvents = Integer.parseInt(props.getProperty(FILE_MAX_EVENTS, "10000"));
+        long maxMillis = Long.parseLong(props.getProperty(FILE_MAX_MILLIS, "1000"));
+        int capacity = Integer.parseInt(props.getProperty(QUEUE_CAPACITY, "100000"));
+        queue = new EventQueue(capacity, new FileSink(Path.of(dir), run, System.currentTimeMillis(), maxEvents,
+                maxMillis));
+        pulsar.getBrokerService().addTopicEventListener(this);
+        log.info("ackstate interceptor: run {} writing to {} (files of {} events or {} ms, queue {})", run, dir,
+                maxEvents, maxMillis, capacity);
+    }
+
+    // ---- emitting ------------------------------------------------------------------------
+    private void emit(String fullTopic, EventJson event) {
+        SeqClock clock = clocks.computeIfAbsent(fullTopic, t -> new SeqClock());
+        synchronized (clock) {
+            long seq = clock.next();
+            String line = "{\"event_id\":\"" + run + "-" + eventNo.incrementAndGet() + "\",\"seq\":" + seq + ","
+                    + event.fields() + "}";
+            queue.offer(line);
+        }
+    }
+
+    private static EventJson event(String type, String fullTopic) {
+        TopicName name = TopicName.get(fullTopic);
+        return new EventJson(type, name.getPartitionedTopicName(), name.getPartitionIndex(),
+                System.currentTimeMillis());
+    }
+
+    private void failed(String hook, Throwable t) {
+        long n = hookErrors.incrementAndGet();
+        if (n <= 10 || n % 10_000 == 0) {
+            log.error("ackstate interceptor: {} failed ({} so far); the event is lost", hook, n, t);
+        }
+    }
+
+    // ---- consumers -----------------------------------------------------------------------
+    /** SUBSCRIBE once per consumer, from whichever hook sees it first. */
+    private Tracked announce(ServerCnx cnx, Consumer consumer) {
+        Tracked tracked;
+        synchronized (consumers) {
+            tracked = consumers.get(consumer);
+            if (tracked != null) {
+                return tracked;
+            }
+            Subscription sub = consumer.getSubscription();
+            tracked = new Tracked(consumerIds.next(), sub.getTopicName(), sub.getName());
+            consumers.put(consumer, tracked);
+        }
+        String initial = initialPositions.remove(new Pending(cnx, consumer.consumerId()));
+        EventJson e = event("SUBSCRIBE", tracked.fullTopic)
+                .str("subscription", tracked.subscription)
+                .num("consumer_id", tracked.id)
+                .str("consumer_name", consumer.consumerName())
+                .str("sub_type", consumer.subType().name())
+                .num("priority_level", consumer.getPriorityLevel())
+                .str("initial_position", initial == null ? "Latest" : initial);
+        emit(tracked.fullTopic, e);
+        return tracked;
+    }
+
+    private void closed(Consumer consumer) {
+        Tracked tracked;
+        synchronized (consumers) {
+            tracked = consumers.remove(consumer);
+        }
+        if (tracked != null) {
+            emit(tracked.fullTopic, event("CLOSE_CONSUMER", tracked.fullTopic)
+                    .str("subscription", tracked.subscription).num("consumer_id", tracked.id));
+        }
+    }
+
+    @Override
+    public void consumerCreated(ServerCnx cnx, Consumer consumer, Map<String, String> metadata) {
+        try {
+            announce(cnx, consumer);
+        } catch (Throwable t) {
+            failed("consumerCreated", t);
+        }
+    }
+
+    @Override
+    public void consumerClosed(ServerCnx cnx, Consumer consumer, Map<String, String> metadata) {
+        try {
+            closed(consumer);
+        } catch (Throwable t) {
+            failed("consumerClosed", t);
+        }
+    }
+
+    /** A broker-initiated disconnect passes no hook: a topic unloading or deleted closes them all. */
+    @Override
+    public void handleEvent(String topic, TopicEvent event, EventStage stage, Throwable t) {
+        if ((event != TopicEvent.UNLOAD && event != TopicEvent.DELETE) || stage != EventStage.BEFORE) {
+            return;
+        }
+        try {
+            List<Consumer> gone = new ArrayList<>();
+            synchronized (consumers) {
+                consumers.forEach((consumer, tracked) -> {
+                    if (tracked.fullTopic.equals(topic)) {
+                        gone.add(consumer);
+                    }
+                });
+            }
+            gone.forEach(this::closed);
+        } catch (Throwable e) {
+            failed("topic " + event, e);
+        }
+    }
+
+    // ---- commands seen before the broker handles them --------------------------------------
+    @Override
+    public void onPulsarCommand(BaseCommand command, ServerCnx cnx) {
+        try {
+            if (command.getType() == BaseCommand.Type.SUBSCRIBE) {
+                CommandSubscribe subscribe = command.getSubscribe();
+                if (subscribe.hasInitialPosition()) {
+                    initialPositions.put(new Pending(cnx, subscribe.getConsumerId()),
+                            subscribe.getInitialPosition().name());
+                }
+            } else if (command.getType() == BaseCommand.Type.REDELIVER_UNACKNOWLEDGED_MESSAGES) {
+                redeliver(cnx, command.getRedeliverUnacknowledgedMessages());
+            }
+        } catch (Throwable t) {
+            failed("onPulsarCommand", t);
+        }
+    }
+
+    private void redeliver(ServerCnx cnx, CommandRedeliverUnacknowledgedMessages redeliver) {
+        CompletableFuture<Consumer> future = cnx.getConsumers().get(redeliver.getConsumerId());
+        if (future == null || !future.isDone() || future.isCompletedExceptionally()) {
+            return; // the broker ignores it too (ServerCnx.handleRedeliverUnacknowledged)
+        }
+        Consumer consumer = future.join();
+        Tracked tracked = announce(cnx, consumer);
+        StringBuilder ids = new StringBuilder("[");
+        for (int i = 0; i < redeliver.getMessageIdsCount(); i++) {
+            appendId(ids, i, redeliver.getMessageIdAt(i));
+        }
+        emit(tracked.fullTopic, event("REDELIVER", tracked.fullTopic)
+                .str("subscription", tracked.subscription).num("consumer_id", tracked.id)
+                .raw("message_ids", ids.append(']').toString()));
+    }
+
+    private static void appendId(StringBuilder out, int i, MessageIdData id) {
+        if (i > 0) {
+            out.append(',');
+        }
+        out.append("{\"ledger_id\":").append(id.getLedgerId()).append(",\"entry_id\":").append(id.getEntryId());
+        if (id.hasBatchIndex()) {
+            out.append(",\"batch_index\":").append(id.getBatchIndex());
+        }
+        if (id.hasBatchSize()) {
+            out.append(",\"batch_size\":").append(id.getBatchSize());
+        }
+        if (id.getAckSetsCount() > 0) {
+            out.append(",\"ack_set\":[");
+            for (int w = 0; w < id.getAckSetsCount(); w++) {
+                out.append(w > 0 ? "," : "").append(id.getAckSetAt(w));
+            }
+            out.append(']');
+        }
+        out.append('}');
+    }
+
+    // ---- producers -------------------------------------------------------------------------
+    @Override
+    public void onMessagePublish(Producer producer, ByteBuf headersAndPayload, Topic.PublishContext context) {
+        try {
+            String fullTopic = producer.getTopic().getName();
+            emit(fullTopic, event("SEND", fullTopic)
+                    .str("producer_name", producer.getProducerName())
+                    .num("sequence_id", context.getSequenceId())
+                    .num("highest_sequence_id", Math.max(context.getHighestSequenceId(), context.getSequenceId()))
+                    .num("num_messages", Math.max(1, context.getNumberOfMessages())));
+        } catch (Throwable t) {
+            failed("onMessagePublish", t);
+        }
+    }
+
+    @Override
+    public void messageProduced(ServerCnx cnx, Producer producer, long startTimeNs, long ledgerId, long entryId,
+                                Topic.PublishContext context) {
+        if (ledgerId < 0) {
+            return; // a duplicate or a dropped send: its SEND already told ackstate
+        }
+        try {
+            String fullTopic = producer.getTopic().getName();
+            emit(fullTopic, event("PUBLISH", fullTopic)
+                    .num("ledger_id", ledgerId).num("entry_id", entryId)
+                    .num("batch_size", Math.max(1, context.getNumberOfMessages()))
+                    .str("producer_name", producer.getProducerName())
+                    .num("sequence_id", context.getSequenceId())
+                    .num("highest_sequence_id", Math.max(context.getHighestSequenceId(), context.getSequenceId())));
+        } catch (Throwable t) {
+            failed("messageProduced", t);
+        }
+    }
+
+    // ---- dispatch and acks -------------------------------------------------------------------
+    @Override
+    public void messageDispatched(ServerCnx cnx, Consumer consumer, long ledgerId, long entryId, ByteBuf payload) {
+        try {
+            Tracked tracked = announce(cnx, consumer);
+            MessageMetadata meta = Commands.peekMessageMetadata(payload, tracked.subscription, consumer.consumerId());
+            EventJson e = event("DISPATCH", tracked.fullTopic)
+                    .str("subscription", tracked.subscription).num("consumer_id", tracked.id)
+                    .num("ledger_id", ledgerId).num("entry_id", entryId);
+            if (meta != null) {
+                e.num("batch_size", meta.hasNumMessagesInBatch() ? meta.getNumMessagesInBatch() : 1);
+                if (meta.hasPartitionKey()) {
+                    e.str("key", meta.getPartitionKey());
+                }
+            }
+            emit(tracked.fullTopic, e);
+        } catch (Throwable t) {
+            failed("messageDispatched", t);
+        }
+    }
+
+    @Override
+    public void messageAcked(ServerCnx cnx, Consumer consumer, CommandAck ack) {
+        try {
+            Tracked tracked = announce(cnx, consumer);
+            StringBuilder ids = new StringBuilder("[");
+            for (int i = 0; i < ack.getMessageIdsCount(); i++) {
+                appendId(ids, i, ack.getMessageIdAt(i));
+            }
+            emit(tracked.fullTopic, event("ACK", tracked.fullTopic)
+                    .str("subscription", tracked.subscription).num("consumer_id", tracked.id)
+                    .str("ack_type", ack.getAckType() == CommandAck.AckType.Cumulative ? "Cumulative" : "Individual")
+                    .raw("message_ids", ids.append(']').toString()));
+        } catch (Throwable t) {
+            failed("messageAcked", t);
+        }
+    }
+
+    // ---- the rest of the interface -------------------------------------------------------
+    @Override
+    public void beforeSendMessage(Subscription subscription, Entry entry, long[] ackSet, MessageMetadata meta) {
+    }
+
+    @Override
+    public void onConnectionClosed(ServerCnx cnx) {
+        // ServerCnx.channelInactive calls consumerClosed for each of the connection's consumers
+    }
+
+    @Override
+    public void onWebserviceRequest(ServletRequest request) {
+    }
+
+    @Override
+    public void onWebserviceResponse(ServletRequest request, ServletResponse response) {
+    }
+
+    @Override
+    public void close() {
+        try {
+            if (queue != null) {
+                queue.close();
+            }
+        } catch (Exception e) {
+            log.error("ackstate interceptor: closing the sink failed", e);
+        }
+    }
+
+    long dropped() {
+        return queue == null ? 0 : queue.dropped();
+    }
+}
