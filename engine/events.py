@@ -151,7 +151,7 @@ class EventBatch:
             for mid in rec.get("message_ids") or ():
                 mled.append(mid["ledger_id"])
                 ment.append(mid["entry_id"])
-                mbs.append(mid.get("batch_size") or 1)
+                mbs.append(mid.get("batch_size") or 0)  # 0: not given
                 words.extend(mid.get("ack_set") or ())
                 aoff.append(len(words))
             offsets.append(len(mled))

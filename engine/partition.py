@@ -519,7 +519,7 @@ class PartitionState:
             if hi - lo != 1:
                 # Consumer.messageAcked: a cumulative ack carries exactly one message id
                 raise CumulativeAckMultipleIds(f"cumulative ack with {hi - lo} message ids ignored")
-            cursor.ack_cumulative(self._message_id(batch, cols, lo), self.ledgers, lac, enabled)
+            cursor.ack_cumulative(self._message_id(batch, cols, lo, name), self.ledgers, lac, enabled)
             result.changed.add(name)
         except EngineRefusal as refusal:
             result.rejects.append(Reject(cols.row[i], refusal.reason, str(refusal)))
@@ -551,13 +551,34 @@ class PartitionState:
             settings,
         )
 
-    @staticmethod
-    def _message_id(batch: EventBatch, cols: _EventColumns, m: int) -> MessageId:
+    def _message_id(self, batch: EventBatch, cols: _EventColumns, m: int, name: str) -> MessageId:
         pos = Position(cols.msg_ledger[m], cols.msg_entry[m])
         lo, hi = cols.ackset_offsets[m], cols.ackset_offsets[m + 1]
         if hi == lo:
             return MessageId(pos)
-        return MessageId(pos, words_to_mask(batch.ackset_words[lo:hi].tolist()), cols.msg_batch_size[m])
+        mask = words_to_mask(batch.ackset_words[lo:hi].tolist())
+        return MessageId(pos, mask, cols.msg_batch_size[m] or self._batch_size_of(name, pos, mask))
+
+    def _batch_size_of(self, name: str, pos: Position, mask: int) -> int:
+        """The batch size of an acked entry whose message id does not carry it.
+
+        Clients send ``ack_set`` without ``batch_size`` (the Python client does); the broker takes
+        the size from the pending ack (Consumer.getBatchSize: ``pendingAcks.get(...)``, any
+        consumer's). Else the size an earlier partial ack recorded; else the smallest size the
+        ack set allows (its highest unacked index + 1: the client sets every bit of the batch
+        before clearing the acked ones).
+        """
+        sub = self.subscriptions.get(name)
+        if sub is not None:
+            owner = sub.holder.get(pos)
+            consumer = sub.consumers.get(owner) if owner is not None else None
+            if consumer is not None and pos in consumer.pending:
+                return consumer.pending[pos].batch_size
+        cursor = self.cursors.get(name)
+        partial = cursor.batch_acks.get(pos) if cursor is not None else None
+        if partial is not None:
+            return partial.batch_size
+        return max(1, mask.bit_length())
 
     def _individual_acks(
         self,
@@ -641,7 +662,7 @@ class PartitionState:
             # the consumer side (pending acks, unacked counts) in order, before the cursor moves
             shadow: dict[Position, int] = {}
             for m in np.flatnonzero(applied).tolist():
-                mid = self._message_id(batch, cols, int(midx[m]))
+                mid = self._message_id(batch, cols, int(midx[m]), name)
                 sub.ack(
                     cursor,
                     int(batch.consumer_id[seg[int(ev_of_msg[m])]]),
@@ -660,9 +681,8 @@ class PartitionState:
             cuts = np.flatnonzero(np.diff(pl)) + 1
             for chunk_l, chunk_e in zip(np.split(pl, cuts), np.split(pe, cuts), strict=True):
                 by_ledger[int(chunk_l[0])] = chunk_e
-        batch_ids = [
-            self._message_id(batch, cols, int(midx[m])) for m in np.flatnonzero(applied & has_set).tolist()
-        ]
+        with_set = np.flatnonzero(applied & has_set).tolist()
+        batch_ids = [self._message_id(batch, cols, int(midx[m]), name) for m in with_set]
         lac_end = Position(int(lac_l[-1]), int(lac_e[-1]))
         cursor.ack_entries(by_ledger, batch_ids, self.ledgers, lac_end, enabled)
         result.changed.add(name)
@@ -691,7 +711,7 @@ class PartitionState:
             )
             return
         lo, hi = cols.msg_offsets[i], cols.msg_offsets[i + 1]
-        mids = [self._message_id(batch, cols, m) for m in range(lo, hi)]
+        mids = [self._message_id(batch, cols, m, name) for m in range(lo, hi)]
         applied = mids
         for k, mid in enumerate(mids):
             if mid.position > lac:

@@ -23,8 +23,9 @@ them into expressions. Each row gets exactly one reason, the first failing rule 
 6. ``negative_position``: ledger_id/entry_id < 0 in the event or in any message id.
 7. ``batch_index_out_of_range``: a message id's batch_index is not -1 and not in
    ``[0, batch_size)`` (no batch_size: out of range).
-8. ``ack_set_too_long``: an ack_set with more words than ``ceil(batch_size / 64)``, or without
-   a batch_size >= 1.
+8. ``ack_set_too_long``: an ack_set with more words than ``ceil(batch_size / 64)``. An ack_set
+   without a batch_size is valid: clients send it so (the broker takes the size from the pending
+   ack, and so does the engine).
 9. ``duplicate_event_id``: among the rows that passed 1-8, every row of an event_id but the one
    with the lowest seq (ties: the first in input order, by `monotonically_increasing_id`).
 
@@ -491,7 +492,7 @@ def _ack_set_too_long() -> Check:
     def too_long(m: Column) -> Column:
         size = m["batch_size"]
         words = F.floor((size + (bits - 1)) / bits)
-        return m["ack_set"].isNotNull() & (size.isNull() | (size < 1) | (F.size(m["ack_set"]) > words))
+        return m["ack_set"].isNotNull() & size.isNotNull() & ((size < 1) | (F.size(m["ack_set"]) > words))
 
     return _message_id_check(
         too_long,

@@ -132,8 +132,7 @@ REASONS: Final[dict[str, str]] = {
     "completed before it was received, a chunk id outside its message, ...",
     NEGATIVE_POSITION: "ledger_id or entry_id < 0, in the event or in one of its message ids",
     BATCH_INDEX_OUT_OF_RANGE: "a message id's batch_index is neither -1 nor in [0, batch_size)",
-    ACK_SET_TOO_LONG: "a message id's ack_set has more words than ceil(batch_size / 64), or "
-    "has no batch_size >= 1 to be measured against",
+    ACK_SET_TOO_LONG: "a message id's ack_set has more words than ceil(batch_size / 64)",
     DUPLICATE_EVENT_ID: "another valid record of the same input batch has this event_id and a "
     "lower seq (or the same seq and came first); only that one is applied",
     STALE_SEQ: "seq is not above the last applied seq of its topic partition (a replay)",

@@ -77,7 +77,7 @@ def events_to_batch(events: pa.Table) -> EventBatch:
         msg_offsets=np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
         msg_ledger=_ints(flat.field("ledger_id"), -1, np.int64),
         msg_entry=_ints(flat.field("entry_id"), -1, np.int64),
-        msg_batch_size=_ints(flat.field("batch_size"), 1, np.int32),
+        msg_batch_size=_ints(flat.field("batch_size"), 0, np.int32),  # 0: not given (see PartitionState)
         ackset_offsets=np.concatenate(([0], np.cumsum(set_counts))).astype(np.int64),
         ackset_words=_ints(sets.flatten(), 0, np.int64),
         row=_ints(_col(events, "_row"), -1, np.int64),

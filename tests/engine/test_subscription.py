@@ -369,3 +369,18 @@ def test_cursor_opened_before_any_entry_sits_before_the_first_ledger(initial: st
     assert s.state.cursors["s"].mark_delete == P(14, -1)
     assert s.state.cursors["later"].mark_delete == P(14, -1)
     assert s.state.cursors["s"].backlog(s.state.ledgers) == 2
+
+
+def test_batch_index_ack_without_batch_size_takes_it_from_the_pending_ack():
+    """Consumer.getBatchSize: a message id without ``batch_size`` (the Python client sends none)
+    is measured by the pending ack's batch size. Real broker (tests/pulsar): a 5-message entry,
+    indices 0 and 2 acked, leaves 3 unacked on the consumer."""
+    s = Stream(EngineSettings(acknowledgment_at_batch_index_level_enabled=True))
+    s.publish(10, 0, batch_size=5)
+    s.apply(s.subscribe(1), s.dispatch(1, 10, 0, batch_size=5))
+    s.apply(s.ack(1, {"ledger_id": 10, "entry_id": 0, "ack_set": [0b11011]}))
+    s.apply(s.ack(1, {"ledger_id": 10, "entry_id": 0, "ack_set": [0b11110]}))
+    assert s.rejects == []
+    assert s.unacked(1) == 3
+    partial = s.state.cursors["s"].batch_acks[P(10, 0)]
+    assert (partial.batch_size, partial.acked_count) == (5, 2)

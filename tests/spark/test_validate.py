@@ -187,16 +187,6 @@ CASES: dict[str, tuple[str | None, str | None, str | None]] = {
         V.ACK_SET_TOO_LONG,
         "2 words; batch_size 4",
     ),
-    "ack_set_without_batch_size": (
-        _ack("as-2", {"ledger_id": 10, "entry_id": 2, "ack_set": [1]}),
-        V.ACK_SET_TOO_LONG,
-        None,
-    ),
-    "empty_ack_set_without_batch_size": (
-        _ack("as-3", {"ledger_id": 10, "entry_id": 2, "ack_set": []}),
-        V.ACK_SET_TOO_LONG,
-        None,
-    ),
     "ack_set_three_words_for_65": (
         _ack("as-4", {"ledger_id": 10, "entry_id": 2, "batch_size": 65, "ack_set": [1, 1, 1]}),
         V.ACK_SET_TOO_LONG,
@@ -569,3 +559,15 @@ def test_one_set_of_expressions_serves_every_batch(spark: SparkSession) -> None:
     assert [(r["event_id"], r["reason"]) for r in second] == [("b", None)]
     orders = [r["_input_order"] for r in first]
     assert orders == sorted(set(orders))
+
+
+def test_ack_set_without_batch_size_is_valid(spark: SparkSession) -> None:
+    """The Python client's batch-index acks carry ``ack_set`` and no ``batch_size`` (seen from a
+    real 4.0.7 broker's ``CommandAck``); Consumer.getBatchSize takes the size from the pending ack."""
+    lines = [
+        _ack("as-2", {"ledger_id": 10, "entry_id": 2, "ack_set": [23]}),
+        _ack("as-3", {"ledger_id": 10, "entry_id": 3, "ack_set": []}),
+    ]
+    valid, rejected = parse_and_validate(_frame(spark, lines))
+    assert rejected.count() == 0
+    assert sorted(r.event_id for r in valid.collect()) == ["as-2", "as-3"]
