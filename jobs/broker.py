@@ -369,7 +369,7 @@ def setup_command(args: Any) -> int:
         f"plugin {display_path(result.nar)}"
     )
     if done:
-        print(f"ackstate setup: {done} {what} in {result.seconds:.1f} s")
+        print(f"ackstate setup: {what} ({done} in {result.seconds:.1f} s)")
     else:
         print(f"ackstate setup: {what} already there")
     return 0

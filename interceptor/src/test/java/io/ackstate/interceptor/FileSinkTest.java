@@ -1,0 +1,49 @@
+package io.ackstate.interceptor;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class FileSinkTest {
+    private static List<Path> files(Path dir, String glob) throws IOException {
+        try (Stream<Path> s = Files.list(dir)) {
+            return s.filter(p -> p.getFileSystem().getPathMatcher("glob:" + glob).matches(p.getFileName()))
+                    .sorted().toList();
+        }
+    }
+
+    @Test
+    void aFileIsVisibleOnlyOnceCompleteAndRollsByCount(@TempDir Path dir) throws IOException {
+        FileSink sink = new FileSink(dir, "run1", 42L, 2, 60_000);
+        sink.write(List.of("{\"a\":1}"));
+        assertEquals(List.of(), files(dir, "ackstate-*.json"), "half a file must not be visible");
+        assertEquals(1, files(dir, ".ackstate-*.tmp").size());
+        sink.write(List.of("{\"a\":2}", "{\"a\":3}"));
+        List<Path> done = files(dir, "ackstate-*.json");
+        assertEquals(1, done.size());
+        assertEquals(List.of("{\"a\":1}", "{\"a\":2}"), Files.readAllLines(done.get(0)));
+        assertTrue(done.get(0).getFileName().toString().startsWith("ackstate-42-run1-"));
+        sink.close();
+        assertEquals(2, files(dir, "ackstate-*.json").size());
+        assertEquals(List.of(), files(dir, ".*"));
+    }
+
+    @Test
+    void rollsByAgeEvenWhenIdleAndLeavesNoEmptyFile(@TempDir Path dir) throws IOException {
+        FileSink sink = new FileSink(dir, "run2", 1L, 1000, 50);
+        sink.tick(System.currentTimeMillis());
+        assertEquals(List.of(), files(dir, "*"), "nothing written, nothing created");
+        sink.write(List.of("{}"));
+        sink.tick(System.currentTimeMillis() + 100);
+        assertEquals(1, files(dir, "ackstate-*.json").size());
+        sink.close();
+        assertEquals(1, files(dir, "*").size());
+    }
+}
