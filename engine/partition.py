@@ -67,6 +67,8 @@ from engine.subscription import Consumer, Subscription, SubscriptionSettings
 
 _INDIVIDUAL_ACK_MODES = ("Shared", "Key_Shared")
 _CONSUMER_EVENTS = (SUBSCRIBE, CLOSE_CONSUMER, DISPATCH, ACK, NACK, REDELIVER)
+# On a non-persistent topic these change no acknowledgement state (see PartitionState.apply)
+_NON_PERSISTENT_INERT = (PUBLISH, DISPATCH, ACK, NACK, REDELIVER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,13 +215,23 @@ class PartitionState:
             np.maximum(np.where(live, batch.event_time, self.last_event_time), self.last_event_time)
         )
 
+        # A non-persistent topic keeps no acknowledgement state: no ledger (every message is
+        # reported at 0:0, NonPersistentTopic.publishMessage), no cursor to move
+        # (NonPersistentSubscription.acknowledgeMessage and redeliverUnacknowledgedMessages are
+        # no-ops) and no unacked count (Consumer.addAndGetUnAckedMsgs counts only when
+        # isPersistentTopic). Those events are consumed without effect; consumers still come and go.
+        if self.topic.startswith("non-persistent://"):
+            effective = live & ~np.isin(batch.type, _NON_PERSISTENT_INERT)
+        else:
+            effective = live
+
         # 2. publishes extend the ledgers; every other event sees the last entry of its own time
-        lac_at = self._apply_publishes(batch, live, result)
+        lac_at = self._apply_publishes(batch, effective, result)
 
         # 3. consumer events, per subscription (SEND and SEND_FAILED are consumed without effect
         # here: producer dedup is separate state)
         sub_settings = settings.for_partition(self.topic, self.partition)
-        cons = np.flatnonzero(live & np.isin(batch.type, _CONSUMER_EVENTS) & (batch.sub_code >= 0))
+        cons = np.flatnonzero(effective & np.isin(batch.type, _CONSUMER_EVENTS) & (batch.sub_code >= 0))
         if cons.size:
             cols = _EventColumns(batch)
             by_sub = cons[np.argsort(batch.sub_code[cons], kind="stable")]

@@ -214,7 +214,11 @@ def build_stats(
         ):
             continue
         members = None if consumers is None else consumers.get((t, p, sub), [])
-        entry(t, p)["subscriptions"][sub] = subscription_stats(sub_type, backlog, ranges, members)
+        stats = subscription_stats(sub_type, backlog, ranges, members)
+        if t.startswith("non-persistent://"):
+            # NonPersistentSubscription.getStats never sets activeConsumerName
+            stats.pop("activeConsumerName", None)
+        entry(t, p)["subscriptions"][sub] = stats
     if producer_rows is not None:
         _add_publishers(result, producer_rows, selected, subscription is None, entry)
     return result

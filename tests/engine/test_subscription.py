@@ -384,3 +384,21 @@ def test_batch_index_ack_without_batch_size_takes_it_from_the_pending_ack():
     assert s.unacked(1) == 3
     partial = s.state.cursors["s"].batch_acks[P(10, 0)]
     assert (partial.batch_size, partial.acked_count) == (5, 2)
+
+
+def test_non_persistent_topic_keeps_no_acknowledgement_state():
+    """NonPersistentTopic.publishMessage reports every message at 0:0; NonPersistentSubscription
+    acks and redeliveries are no-ops; Consumer.addAndGetUnAckedMsgs counts only on persistent
+    topics. A real 4.0.7 broker (tests/pulsar) shows msgBacklog 0 and unackedMessages 0 after 10
+    messages dispatched to a Shared consumer that acked 5."""
+    s = Stream()
+    s.state = PartitionState("non-persistent://t/ns/np", -1)
+    s.apply(s.subscribe(1))
+    for _ in range(3):
+        s.publish(0, 0)
+        s.apply(s.dispatch(1, 0, 0))
+    s.apply(s.ack(1, (0, 0)), s.ids("REDELIVER", 1))
+    assert s.rejects == []
+    assert s.unacked(1) == 0
+    assert s.pending(1) == {}
+    assert s.state.cursors["s"].backlog(s.state.ledgers) == 0
