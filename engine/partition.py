@@ -673,16 +673,23 @@ class PartitionState:
         if sub is not None and cursor.sub_type in _INDIVIDUAL_ACK_MODES and sub.holds_anything():
             # the consumer side (pending acks, unacked counts) in order, before the cursor moves
             shadow: dict[Position, int] = {}
+            written: dict[Position, int] = {}  # by the current command, folded in when it ends
+            command = -1
             for m in np.flatnonzero(applied).tolist():
+                if int(ev_of_msg[m]) != command:
+                    command = int(ev_of_msg[m])
+                    shadow.update(written)
+                    written.clear()
                 mid = self._message_id(batch, cols, int(midx[m]), name)
                 sub.ack(
                     cursor,
-                    int(batch.consumer_id[seg[int(ev_of_msg[m])]]),
+                    int(batch.consumer_id[seg[command]]),
                     mid.position,
                     mid.ack_set,
                     mid.batch_size,
                     shadow,
                     settings,
+                    written,
                 )
         plain = applied & ~has_set
         by_ledger: dict[int, np.ndarray] = {}
@@ -730,9 +737,12 @@ class PartitionState:
                 applied = mids[:k]
                 break
         if cursor.sub_type in _INDIVIDUAL_ACK_MODES and sub.holds_anything():
-            shadow: dict[Position, int] = {}
+            before: dict[Position, int] = {}  # one command: every id reads the state before it
+            written: dict[Position, int] = {}
             for mid in applied:
-                sub.ack(cursor, consumer_id, mid.position, mid.ack_set, mid.batch_size, shadow, settings)
+                sub.ack(
+                    cursor, consumer_id, mid.position, mid.ack_set, mid.batch_size, before, settings, written
+                )
         try:
             cursor.ack(mids, self.ledgers, lac, settings.batch_index_ack)
         except EngineRefusal as refusal:

@@ -377,12 +377,18 @@ class Subscription:
         batch_size: int,
         shadow: dict[Position, int],
         settings: SubscriptionSettings,
+        written: dict[Position, int] | None = None,
     ) -> None:
         """``Consumer.messageAcked`` for one individual id, before the cursor applies it.
 
         ``shadow`` holds the unacked-index masks as the earlier acks of the same run left them
-        (the cursor applies the whole run at once afterwards).
+        (the cursor applies the whole run at once afterwards). With ``written``, the masks this id
+        leaves go there instead, and the caller folds them into ``shadow`` when the command ends:
+        Consumer.individualAckNormal measures every id of one CommandAck against the cursor as it
+        was before the command (``getCursorAckSet``; the cursor is updated after the loop), so two
+        ids of one batch in one command each count their own acked indices.
         """
+        out = shadow if written is None else written
         if cursor.sub_type not in SHARED_MODES:
             return
         consumer = self.consumers[consumer_id]
@@ -401,7 +407,7 @@ class Subscription:
                 self._remove_pending(owner, pos, settings.max_unacked_messages_per_consumer)
                 owner.unacked -= acked
                 self.changes.consumers.add(owner.consumer_id)
-            shadow[pos] = 0
+            out[pos] = 0
             if pos in self.redeliveries:
                 self._set_redelivery(pos, None)
             self._drop_nacks_at(pos)
@@ -414,7 +420,7 @@ class Subscription:
                 owner.unacked -= acked
                 self.changes.consumers.add(owner.consumer_id)
                 self.changes.pending.add((owner.consumer_id, pos))
-            shadow[pos] = (mask if mask is not None else (1 << batch_size) - 1) & ack_set
+            out[pos] = (mask if mask is not None else (1 << batch_size) - 1) & ack_set
         # PersistentSubscription.acknowledgeMessage: redeliveryTracker.removeBatch(positions)
         self.tracker.pop(pos, None)
 

@@ -63,6 +63,7 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
     /** The initial position of each subscribe command until its consumer is created. */
     private final Map<Pending, String> initialPositions = new ConcurrentHashMap<>();
     private EventQueue queue;
+    private DropMetrics metrics;
 
     private record Pending(ServerCnx cnx, long consumerId) {}
 
@@ -82,6 +83,8 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
         int capacity = Integer.parseInt(props.getProperty(QUEUE_CAPACITY, "100000"));
         queue = new EventQueue(capacity, new FileSink(Path.of(dir), run, System.currentTimeMillis(), maxEvents,
                 maxMillis));
+        metrics = new DropMetrics(queue);
+        metrics.registerDefault();
         pulsar.getBrokerService().addTopicEventListener(this);
         log.info("ackstate interceptor: run {} writing to {} (files of {} events or {} ms, queue {})", run, dir,
                 maxEvents, maxMillis, capacity);
@@ -334,6 +337,9 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
     @Override
     public void close() {
         try {
+            if (metrics != null) {
+                metrics.unregisterDefault();
+            }
             if (queue != null) {
                 queue.close();
             }
