@@ -214,6 +214,10 @@ def build_stats(
         ):
             continue
         members = None if consumers is None else consumers.get((t, p, sub), [])
+        if t.startswith("non-persistent://") and members is not None and not members:
+            # a non-persistent subscription is removed with its last consumer
+            # (NonPersistentTopic.unsubscribe after NonPersistentSubscription.removeConsumer)
+            continue
         stats = subscription_stats(sub_type, backlog, ranges, members)
         if t.startswith("non-persistent://"):
             # NonPersistentSubscription.getStats never sets activeConsumerName

@@ -56,7 +56,7 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
     private final AtomicLong eventNo = new AtomicLong();
     private final AtomicLong hookErrors = new AtomicLong();
     /** One clock per topic partition (full Pulsar name): seq order = queue order per partition. */
-    private final Map<String, SeqClock> clocks = new ConcurrentHashMap<>();
+    private final Map<String, PartitionLog> partitions = new ConcurrentHashMap<>();
     /** Consumer ids unique across the broker and its restarts (Pulsar's are per connection). */
     private final SeqClock consumerIds = new SeqClock();
     private final Map<Consumer, Tracked> consumers = new IdentityHashMap<>();
@@ -66,6 +66,30 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
     private DropMetrics metrics;
 
     private record Pending(ServerCnx cnx, long consumerId) {}
+
+    /**
+     * A topic partition's seq clock and the last entry a PUBLISH was emitted for.
+     *
+     * <p>{@code messageProduced} runs on the producer's I/O thread after the entry is persisted,
+     * and the dispatcher can read the new entry and send it (DISPATCH) before that. A DISPATCH of
+     * an entry with no PUBLISH yet emits the PUBLISH first, from the entry's own metadata; a
+     * later {@code messageProduced} at or below the last emitted position is then skipped.
+     */
+    private static final class PartitionLog {
+        final SeqClock clock = new SeqClock();
+        long lastLedger = -1;
+        long lastEntry = -1;
+
+        /** True if (ledger, entry) is above the last PUBLISH, which it then becomes. */
+        boolean advance(long ledger, long entry) {
+            if (ledger > lastLedger || (ledger == lastLedger && entry > lastEntry)) {
+                lastLedger = ledger;
+                lastEntry = entry;
+                return true;
+            }
+            return false;
+        }
+    }
 
     /** What a SUBSCRIBE said of a consumer, so later events name the same consumer. */
     private record Tracked(long id, String fullTopic, String subscription) {}
@@ -91,13 +115,32 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
     }
 
     // ---- emitting ------------------------------------------------------------------------
+    private PartitionLog log(String fullTopic) {
+        return partitions.computeIfAbsent(fullTopic, t -> new PartitionLog());
+    }
+
     private void emit(String fullTopic, EventJson event) {
-        SeqClock clock = clocks.computeIfAbsent(fullTopic, t -> new SeqClock());
-        synchronized (clock) {
-            long seq = clock.next();
-            String line = "{\"event_id\":\"" + run + "-" + eventNo.incrementAndGet() + "\",\"seq\":" + seq + ","
-                    + event.fields() + "}";
-            queue.offer(line);
+        PartitionLog partition = log(fullTopic);
+        synchronized (partition) {
+            offer(partition, event);
+        }
+    }
+
+    /** Under the partition's lock: the next seq, and the line on the queue in seq order. */
+    private void offer(PartitionLog partition, EventJson event) {
+        long seq = partition.clock.next();
+        String line = "{\"event_id\":\"" + run + "-" + eventNo.incrementAndGet() + "\",\"seq\":" + seq + ","
+                + event.fields() + "}";
+        queue.offer(line);
+    }
+
+    /** PUBLISH of (ledger, entry) unless one at or above it was already emitted. */
+    private void publish(String fullTopic, long ledgerId, long entryId, EventJson event) {
+        PartitionLog partition = log(fullTopic);
+        synchronized (partition) {
+            if (partition.advance(ledgerId, entryId)) {
+                offer(partition, event);
+            }
         }
     }
 
@@ -267,7 +310,7 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
         }
         try {
             String fullTopic = producer.getTopic().getName();
-            emit(fullTopic, event("PUBLISH", fullTopic)
+            publish(fullTopic, ledgerId, entryId, event("PUBLISH", fullTopic)
                     .num("ledger_id", ledgerId).num("entry_id", entryId)
                     .num("batch_size", Math.max(1, context.getNumberOfMessages()))
                     .str("producer_name", producer.getProducerName())
@@ -284,6 +327,16 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
         try {
             Tracked tracked = announce(cnx, consumer);
             MessageMetadata meta = Commands.peekMessageMetadata(payload, tracked.subscription, consumer.consumerId());
+            if (meta != null && ledgerId >= 0 && tracked.fullTopic.startsWith("persistent://")) {
+                int messages = meta.hasNumMessagesInBatch() ? meta.getNumMessagesInBatch() : 1;
+                long sequenceId = meta.getSequenceId();
+                publish(tracked.fullTopic, ledgerId, entryId, event("PUBLISH", tracked.fullTopic)
+                        .num("ledger_id", ledgerId).num("entry_id", entryId).num("batch_size", messages)
+                        .str("producer_name", meta.hasProducerName() ? meta.getProducerName() : null)
+                        .num("sequence_id", sequenceId)
+                        .num("highest_sequence_id", Math.max(sequenceId,
+                                meta.hasHighestSequenceId() ? meta.getHighestSequenceId() : sequenceId)));
+            }
             EventJson e = event("DISPATCH", tracked.fullTopic)
                     .str("subscription", tracked.subscription).num("consumer_id", tracked.id)
                     .num("ledger_id", ledgerId).num("entry_id", entryId);
