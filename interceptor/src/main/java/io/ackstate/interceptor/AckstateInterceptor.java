@@ -14,6 +14,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import javax.servlet.ServletRequest;
 import javax.servlet.ServletResponse;
 import org.apache.bookkeeper.mledger.Entry;
+import org.apache.bookkeeper.mledger.Position;
 import org.apache.pulsar.broker.PulsarService;
 import org.apache.pulsar.broker.intercept.BrokerInterceptor;
 import org.apache.pulsar.broker.service.Consumer;
@@ -22,6 +23,7 @@ import org.apache.pulsar.broker.service.ServerCnx;
 import org.apache.pulsar.broker.service.Subscription;
 import org.apache.pulsar.broker.service.Topic;
 import org.apache.pulsar.broker.service.TopicEventsListener;
+import org.apache.pulsar.broker.service.persistent.PersistentTopic;
 import org.apache.pulsar.common.api.proto.BaseCommand;
 import org.apache.pulsar.common.api.proto.CommandAck;
 import org.apache.pulsar.common.api.proto.CommandRedeliverUnacknowledgedMessages;
@@ -79,6 +81,14 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
         final SeqClock clock = new SeqClock();
         long lastLedger = -1;
         long lastEntry = -1;
+        /** The last entry the ledger held when this broker run first saw the partition: a DISPATCH
+         *  at or below it (a redelivery after a restart or a move) needs no PUBLISH. */
+        long floorLedger = Long.MIN_VALUE;
+        long floorEntry = -1;
+
+        boolean aboveFloor(long ledger, long entry) {
+            return ledger > floorLedger || (ledger == floorLedger && entry > floorEntry);
+        }
 
         /** True if (ledger, entry) is above the last PUBLISH, which it then becomes. */
         boolean advance(long ledger, long entry) {
@@ -117,6 +127,19 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
     // ---- emitting ------------------------------------------------------------------------
     private PartitionLog log(String fullTopic) {
         return partitions.computeIfAbsent(fullTopic, t -> new PartitionLog());
+    }
+
+    /** The partition's log, its floor taken from the managed ledger the first time it is made. */
+    private PartitionLog log(Topic topic) {
+        return partitions.computeIfAbsent(topic.getName(), t -> {
+            PartitionLog partition = new PartitionLog();
+            if (topic instanceof PersistentTopic persistent) {
+                Position lac = persistent.getManagedLedger().getLastConfirmedEntry();
+                partition.floorLedger = lac.getLedgerId();
+                partition.floorEntry = lac.getEntryId();
+            }
+            return partition;
+        });
     }
 
     private void emit(String fullTopic, EventJson event) {
@@ -167,6 +190,7 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
                 return tracked;
             }
             Subscription sub = consumer.getSubscription();
+            log(sub.getTopic()); // the partition's floor, before any event of it is emitted
             tracked = new Tracked(consumerIds.next(), sub.getTopicName(), sub.getName());
             consumers.put(consumer, tracked);
         }
@@ -292,6 +316,7 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
     public void onMessagePublish(Producer producer, ByteBuf headersAndPayload, Topic.PublishContext context) {
         try {
             String fullTopic = producer.getTopic().getName();
+            log(producer.getTopic());
             emit(fullTopic, event("SEND", fullTopic)
                     .str("producer_name", producer.getProducerName())
                     .num("sequence_id", context.getSequenceId())
@@ -327,7 +352,12 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
         try {
             Tracked tracked = announce(cnx, consumer);
             MessageMetadata meta = Commands.peekMessageMetadata(payload, tracked.subscription, consumer.consumerId());
-            if (meta != null && ledgerId >= 0 && tracked.fullTopic.startsWith("persistent://")) {
+            PartitionLog partition = log(consumer.getSubscription().getTopic());
+            boolean fresh;
+            synchronized (partition) {
+                fresh = partition.aboveFloor(ledgerId, entryId);
+            }
+            if (meta != null && fresh && tracked.fullTopic.startsWith("persistent://")) {
                 int messages = meta.hasNumMessagesInBatch() ? meta.getNumMessagesInBatch() : 1;
                 long sequenceId = meta.getSequenceId();
                 publish(tracked.fullTopic, ledgerId, entryId, event("PUBLISH", tracked.fullTopic)
