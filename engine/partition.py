@@ -675,7 +675,10 @@ class PartitionState:
             shadow: dict[Position, int] = {}
             written: dict[Position, int] = {}  # by the current command, folded in when it ends
             command = -1
-            for m in np.flatnonzero(applied).tolist():
+            # every id of a command, also those after one beyond the last entry: the consumer
+            # side runs over the whole list before the cursor call that stops at the bad one
+            # (Consumer.individualAckNormal, then ManagedCursorImpl.asyncDelete)
+            for m in range(len(midx)):
                 if int(ev_of_msg[m]) != command:
                     command = int(ev_of_msg[m])
                     shadow.update(written)
@@ -731,15 +734,10 @@ class PartitionState:
             return
         lo, hi = cols.msg_offsets[i], cols.msg_offsets[i + 1]
         mids = [self._message_id(batch, cols, m, name) for m in range(lo, hi)]
-        applied = mids
-        for k, mid in enumerate(mids):
-            if mid.position > lac:
-                applied = mids[:k]
-                break
         if cursor.sub_type in _INDIVIDUAL_ACK_MODES and sub.holds_anything():
             before: dict[Position, int] = {}  # one command: every id reads the state before it
             written: dict[Position, int] = {}
-            for mid in applied:
+            for mid in mids:  # all ids, as Consumer.individualAckNormal (see _individual_acks)
                 sub.ack(
                     cursor, consumer_id, mid.position, mid.ack_set, mid.batch_size, before, settings, written
                 )

@@ -425,3 +425,18 @@ def test_the_same_ids_in_two_commands_count_once():
     same = {"ledger_id": 10, "entry_id": 0, "ack_set": [0b11010]}
     s.apply(s.ack(1, same), s.ack(1, dict(same)))
     assert s.unacked(1) == 3
+
+
+def test_ids_after_one_beyond_the_last_entry_still_release_their_pending_acks():
+    """Consumer.individualAckNormal removes the pending ack of every id of the command, then
+    calls ManagedCursorImpl.asyncDelete, which stops at the first position beyond the last entry
+    ("Invalid mark deleted position"): the cursor keeps only the ids before it."""
+    s = Stream()
+    s.publish(10, 0, 1, 2)
+    s.apply(s.subscribe(1), *(s.dispatch(1, 10, e) for e in (0, 1, 2)))
+    s.apply(s.ack(1, (10, 0), (10, 9), (10, 1)))
+    assert s.rejects == ["ack_beyond_last_published"]
+    assert s.pending(1) == {P(10, 2): 0}
+    assert s.unacked(1) == 1
+    assert s.state.cursors["s"].mark_delete == P(10, 0)
+    assert not s.state.cursors["s"].is_deleted(P(10, 1))
