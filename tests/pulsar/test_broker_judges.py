@@ -11,7 +11,7 @@ A second broker is restarted in the middle of its scenario.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,6 +85,24 @@ class JudgedRun:
     warehouse: Path
 
 
+def judge(
+    spark: SparkSession, run: Run, plays: tuple[Callable[[Run], None], ...], sink: Path, warehouse: Path
+) -> JudgedRun:
+    """Play, then take both snapshots: consumers connected, and after every one of them closed."""
+    try:
+        for scenario in plays:
+            run.play(scenario)
+        settle(sink, run.deadline)
+        connected = snapshot(spark, run, sink, warehouse)
+        for consumer in run.consumers:
+            consumer.close()
+        settle(sink)
+        closed = snapshot(spark, run, sink, warehouse)
+    finally:
+        run.close()
+    return JudgedRun(run, connected, closed, warehouse)
+
+
 @pytest.fixture(scope="module")
 def judged(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JudgedRun]:
     root = tmp_path_factory.mktemp("judged")
@@ -92,19 +110,8 @@ def judged(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Ite
     with StandaloneBroker(root / "broker", sink_dir=sink, conf=BROKER_CONF) as broker:
         broker.admin(f"/admin/v2/namespaces/{DEDUP_NAMESPACE}", "PUT", {})
         broker.admin(f"/admin/v2/namespaces/{DEDUP_NAMESPACE}/deduplication", "POST", True)
-        run = Run(broker, prefix="judge")
-        try:
-            for scenario in scenarios.SCENARIOS:
-                run.play(scenario)
-            settle(sink, run.deadline)
-            connected = snapshot(spark, run, sink, warehouse)
-            for consumer in run.consumers:
-                consumer.close()
-            settle(sink)
-            closed = snapshot(spark, run, sink, warehouse)
-        finally:
-            run.close()
-    yield JudgedRun(run, connected, closed, warehouse)
+        judged = judge(spark, Run(broker, prefix="judge"), scenarios.SCENARIOS, sink, warehouse)
+    yield judged
 
 
 SCENARIO_NAMES = [s.__name__ for s in scenarios.SCENARIOS]
@@ -136,18 +143,10 @@ def restarted(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> 
     root = tmp_path_factory.mktemp("restarted")
     sink, warehouse = root / "events", root / "warehouse"
     with StandaloneBroker(root / "broker", sink_dir=sink, conf=BROKER_CONF) as broker:
-        run = Run(broker, prefix="restart")
-        try:
-            run.play(scenarios.restart_in_the_middle)
-            settle(sink)
-            connected = snapshot(spark, run, sink, warehouse)
-            for consumer in run.consumers:
-                consumer.close()
-            settle(sink)
-            closed = snapshot(spark, run, sink, warehouse)
-        finally:
-            run.close()
-    yield JudgedRun(run, connected, closed, warehouse)
+        restarted = judge(
+            spark, Run(broker, prefix="restart"), (scenarios.restart_in_the_middle,), sink, warehouse
+        )
+    yield restarted
 
 
 @pytest.mark.parametrize("moment", ["connected", "closed"])

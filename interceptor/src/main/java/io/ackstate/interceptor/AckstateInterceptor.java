@@ -11,6 +11,7 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.IntFunction;
 import javax.servlet.ServletRequest;
 import javax.servlet.ServletResponse;
 import org.apache.bookkeeper.mledger.Entry;
@@ -281,13 +282,18 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
         }
         Consumer consumer = future.join();
         Tracked tracked = announce(cnx, consumer);
-        StringBuilder ids = new StringBuilder("[");
-        for (int i = 0; i < redeliver.getMessageIdsCount(); i++) {
-            appendId(ids, i, redeliver.getMessageIdAt(i));
-        }
         emit(tracked.fullTopic, event("REDELIVER", tracked.fullTopic)
                 .str("subscription", tracked.subscription).num("consumer_id", tracked.id)
-                .raw("message_ids", ids.append(']').toString()));
+                .raw("message_ids", messageIds(redeliver.getMessageIdsCount(), redeliver::getMessageIdAt)));
+    }
+
+    /** The contract's {@code message_ids} array of a command's ids. */
+    private static String messageIds(int count, IntFunction<MessageIdData> at) {
+        StringBuilder ids = new StringBuilder("[");
+        for (int i = 0; i < count; i++) {
+            appendId(ids, i, at.apply(i));
+        }
+        return ids.append(']').toString();
     }
 
     private static void appendId(StringBuilder out, int i, MessageIdData id) {
@@ -386,14 +392,10 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
     public void messageAcked(ServerCnx cnx, Consumer consumer, CommandAck ack) {
         try {
             Tracked tracked = announce(cnx, consumer);
-            StringBuilder ids = new StringBuilder("[");
-            for (int i = 0; i < ack.getMessageIdsCount(); i++) {
-                appendId(ids, i, ack.getMessageIdAt(i));
-            }
             emit(tracked.fullTopic, event("ACK", tracked.fullTopic)
                     .str("subscription", tracked.subscription).num("consumer_id", tracked.id)
                     .str("ack_type", ack.getAckType() == CommandAck.AckType.Cumulative ? "Cumulative" : "Individual")
-                    .raw("message_ids", ids.append(']').toString()));
+                    .raw("message_ids", messageIds(ack.getMessageIdsCount(), ack::getMessageIdAt)));
         } catch (Throwable t) {
             failed("messageAcked", t);
         }
