@@ -117,24 +117,22 @@ def judged(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Ite
 SCENARIO_NAMES = [s.__name__ for s in scenarios.SCENARIOS]
 
 
-@pytest.mark.parametrize("scenario", SCENARIO_NAMES)
-def test_state_equals_the_brokers_while_consumers_are_connected(judged: JudgedRun, scenario: str) -> None:
-    lines = [
+def mismatches(run: JudgedRun, moment: str, scenario: str | None = None) -> str:
+    """Every field where ackstate differs from the broker at ``moment`` (none: an empty string)."""
+    taken: Snapshot = getattr(run, moment)
+    return "\n".join(
         f"{name}{line}"
-        for name in judged.run.names(scenario)
-        for line in differences(judged.connected.broker[name], judged.connected.ackstate[name])
-    ]
-    assert not lines, "ackstate differs from the broker:\n" + "\n".join(lines)
+        for name in run.run.names(scenario)
+        for line in differences(taken.broker[name], taken.ackstate[name])
+    )
 
 
+@pytest.mark.parametrize("moment", ["connected", "closed"])
 @pytest.mark.parametrize("scenario", SCENARIO_NAMES)
-def test_state_equals_the_brokers_after_every_consumer_closed(judged: JudgedRun, scenario: str) -> None:
-    lines = [
-        f"{name}{line}"
-        for name in judged.run.names(scenario)
-        for line in differences(judged.closed.broker[name], judged.closed.ackstate[name])
-    ]
-    assert not lines, "ackstate differs from the broker:\n" + "\n".join(lines)
+def test_state_equals_the_brokers(judged: JudgedRun, scenario: str, moment: str) -> None:
+    """``connected``: consumers still attached; ``closed``: after every consumer closed."""
+    found = mismatches(judged, moment, scenario)
+    assert not found, "ackstate differs from the broker:\n" + found
 
 
 @pytest.fixture(scope="module")
@@ -151,13 +149,8 @@ def restarted(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> 
 
 @pytest.mark.parametrize("moment", ["connected", "closed"])
 def test_state_equals_the_brokers_across_a_broker_restart(restarted: JudgedRun, moment: str) -> None:
-    taken: Snapshot = getattr(restarted, moment)
-    lines = [
-        f"{name}{line}"
-        for name in restarted.run.names()
-        for line in differences(taken.broker[name], taken.ackstate[name])
-    ]
-    assert not lines, "ackstate differs from the broker:\n" + "\n".join(lines)
+    found = mismatches(restarted, moment)
+    assert not found, "ackstate differs from the broker:\n" + found
 
 
 def test_seq_keeps_increasing_across_a_broker_restart(spark: SparkSession, restarted: JudgedRun) -> None:
