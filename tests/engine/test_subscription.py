@@ -440,3 +440,14 @@ def test_ids_after_one_beyond_the_last_entry_still_release_their_pending_acks():
     assert s.unacked(1) == 1
     assert s.state.cursors["s"].mark_delete == P(10, 0)
     assert not s.state.cursors["s"].is_deleted(P(10, 1))
+
+
+def test_exclusive_dispatch_of_an_acked_entry_is_a_fact_not_a_refusal():
+    """PersistentDispatcherSingleActiveConsumer sends entries it read before an ack landed: a
+    real 4.0.7 broker dispatched 24:0 after the consumer acked it and asked for redelivery. An
+    Exclusive subscription holds no pending ack, so nothing changes and nothing is refused."""
+    s = Stream()
+    s.publish(24, 0, 1)
+    s.apply(s.subscribe(1, "Exclusive"), s.dispatch(1, 24, 0), s.ack(1, (24, 0)), s.dispatch(1, 24, 0))
+    assert s.rejects == []
+    assert s.state.cursors["s"].mark_delete == P(24, 0)
