@@ -87,6 +87,9 @@ class DispatchOfUnknownEntry(EngineRefusal):
 
 
 class DispatchOfAckedEntry(EngineRefusal):
+    """No longer raised: a real broker dispatches an entry acked while it was being read, and
+    counts it (see ``PartitionState``). The reason code stays, as rows that carry it may exist."""
+
     reason = "dispatch_of_acked_entry"
 
 

@@ -34,7 +34,6 @@ from engine.dedup import Producers, SendResult, deduplication_enabled, settings_
 from engine.errors import (
     CumulativeAckMultipleIds,
     CumulativeAckNotAllowed,
-    DispatchOfAckedEntry,
     DispatchOfUnknownEntry,
     EngineRefusal,
     InvalidMarkDeletePosition,
@@ -550,13 +549,10 @@ class PartitionState:
         pos = Position(cols.ledger_id[i], cols.entry_id[i])
         if pos > lac:
             raise DispatchOfUnknownEntry(f"DISPATCH of {pos}, beyond the last published entry {lac}")
-        if cursor.is_deleted(pos):
-            if cursor.sub_type not in _INDIVIDUAL_ACK_MODES:
-                # PersistentDispatcherSingleActiveConsumer sends what it read before an ack landed
-                # (seen on a real 4.0.7 broker: an Exclusive consumer acks, asks for redelivery, and
-                # the rewound read sends the acked entry again); it holds no pending ack: no effect
-                return
-            raise DispatchOfAckedEntry(f"DISPATCH of {pos}, which the cursor has already acked")
+        # An acked entry can still be dispatched: a dispatcher sends what it read before the ack
+        # landed (a real 4.0.7 broker, tests/pulsar: a consumer acks 24:0 and asks for
+        # redelivery; the rewound read sends 24:0 again). Consumer.sendMessages then counts it
+        # like any other entry (a Shared consumer's unackedMessages grows by its batch size).
         sticky = cols.sticky_key_hash(i) if cursor.sub_type == "Key_Shared" else 0
         sub.dispatch(
             cursor,
