@@ -101,9 +101,9 @@ def _replay_model(events: list[dict[str, Any]], cfg: EngineSettings) -> None:
     late: set[Position] = set()  # dispatched after they were acked
     for event in events:
         cursor = state.cursors.get("s")
-        if event["type"] == "DISPATCH" and cursor is not None:
-            if cursor.is_deleted(Position(7, event["entry_id"])):
-                late.add(Position(7, event["entry_id"]))
+        pos = Position(7, event.get("entry_id", -1))
+        if event["type"] == "DISPATCH" and cursor is not None and cursor.is_deleted(pos):
+            late.add(pos)
         result = state.apply(EventBatch.from_records([event]), cfg)
         refused = bool(result.rejects)
         sub = state.subscriptions.get("s")
