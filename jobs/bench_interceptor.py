@@ -1,32 +1,59 @@
 """``ackstate bench --interceptor``: what the broker plugin costs the broker.
 
-Two standalone brokers with the same configuration run side by side on 127.0.0.1, one with the
-ackstate interceptor writing its files, one without. Each run sends ``messages`` unbatched
-messages (one entry each, so one PUBLISH, one DISPATCH and one ACK event per message: the
+Three standalone brokers with the same configuration run side by side on 127.0.0.1: one
+without an interceptor, one with ``EmptyInterceptor`` (the plugin's class that does nothing:
+what any interceptor costs a 4.0.7 broker, the floor of this design), and one with the ackstate
+interceptor writing its files. Each run sends ``messages`` unbatched
+messages (one entry each, so one SEND, PUBLISH, DISPATCH and ACK event per message: the
 plugin's worst case per byte) through each broker in turn, then receives and acknowledges them
 on a Shared subscription, and measures:
 
 * produce throughput (messages/s, from the first send to the last receipt);
-* consume throughput (messages/s, receive and acknowledge until the subscription's backlog is 0);
-* the broker process's CPU seconds per 10,000 messages (``/proc/<pid>/stat``, user + system).
+* consume throughput (messages/s, receive and acknowledge until the last ack is sent);
+* the broker process's CPU seconds per 10,000 messages, from ``/proc/<pid>/task/*/stat``
+  (user + system), in total and split by thread: the plugin's writer thread, the garbage
+  collector and the JIT compilers, so that a miss can be traced to where the time went.
 
-The runs alternate between the brokers, so drift on a shared machine touches both; the figure
-is the median of the runs, and the loss is ``1 - with / without`` of the medians.
+Both brokers keep entries in their read cache for a minute
+(``managedLedgerCacheEvictionTimeThresholdMillis``): with Pulsar's default of 1 s, a produce
+phase that happens to take a little longer makes the consume phase read every entry back from
+the bookie, and consume throughput jumps by a factor of five between otherwise equal runs.
+
+Each broker first carries ``WARM_UP_MESSAGES`` unmeasured messages: until then the JIT
+compilers take half of the broker's CPU and every run is faster than the one before. The
+measured runs then alternate between the brokers, so drift on a shared machine touches both;
+each figure is the median of the runs, and the loss is ``1 - with / without`` of the medians,
+beside the floor's own loss.
 """
 
 from __future__ import annotations
 
+import collections
 import os
+import re
 import statistics
 import tempfile
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from jobs.bench import Figure
-from jobs.broker import StandaloneBroker
+from jobs.broker import StandaloneBroker, find_interceptor_nar
 
 TARGET_LOSS = 0.05  # issue: under 5 % throughput loss
+WARM_UP_MESSAGES = 300_000
+BENCH_CONF = {"managedLedgerCacheEvictionTimeThresholdMillis": "60000"}
+#: the brokers, in the order of each round and of the figures
+LABELS = ("without", "empty interceptor", "with")
+DESCRIPTOR = "META-INF/services/broker_interceptor.yml"
+EMPTY_NAME = "ackstate-empty"
+#: thread-name prefixes (digits and ``#n`` suffixes stripped) of the CPU split
+THREAD_GROUPS = {
+    "plugin writer thread": ("ackstate-writer",),
+    "garbage collector": ("GC Thread", "G1 "),
+    "JIT compilers": ("C1 CompilerThre", "C2 CompilerThre"),
+}
 
 
 @dataclass(frozen=True)
@@ -34,11 +61,40 @@ class Sample:
     produce_per_s: float
     consume_per_s: float
     cpu_s_per_10k: float
+    #: THREAD_GROUPS name -> CPU seconds per 10,000 messages
+    split: dict[str, float]
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+def thread_cpu_seconds(pid: int) -> collections.Counter[str]:
+    """CPU seconds (user + system) of each thread of ``pid``, summed by thread name."""
+    out: collections.Counter[str] = collections.Counter()
+    tick = os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue  # the thread ended between listing and reading
+        name = re.sub(r"[-#]?\d+$", "", stat[stat.index("(") + 1 : stat.rindex(")")])
+        fields = stat.rsplit(")", 1)[1].split()
+        out[name] += (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+    return out
+
+
+def empty_interceptor_nar(directory: Path) -> Path:
+    """A copy of the plugin's NAR whose descriptor names ``EmptyInterceptor``, in ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / "ackstate-empty.nar"
+    with zipfile.ZipFile(find_interceptor_nar()) as src, zipfile.ZipFile(target, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename == DESCRIPTOR:
+                data = (
+                    f"name: {EMPTY_NAME}\n"
+                    "description: does nothing (the floor of ackstate bench --interceptor)\n"
+                    "interceptorClass: io.ackstate.interceptor.EmptyInterceptor\n"
+                ).encode()
+            dst.writestr(item, data)
+    return target
 
 
 def _one_run(broker: StandaloneBroker, topic: str, messages: int) -> Sample:
@@ -58,7 +114,7 @@ def _one_run(broker: StandaloneBroker, topic: str, messages: int) -> Sample:
             topic, batching_enabled=False, max_pending_messages=2000, block_if_queue_full=True
         )
         payload = b"x" * 100
-        cpu0 = _cpu_seconds(pid)
+        cpu0 = thread_cpu_seconds(pid)
         started = time.perf_counter()
         for _ in range(messages):
             producer.send_async(payload, None)
@@ -68,46 +124,78 @@ def _one_run(broker: StandaloneBroker, topic: str, messages: int) -> Sample:
         for _ in range(messages):
             consumer.acknowledge(consumer.receive(timeout_millis=60_000))
         consumed = time.perf_counter() - started
-        cpu = _cpu_seconds(pid) - cpu0
+        cpu = thread_cpu_seconds(pid)
+        cpu.subtract(cpu0)
         producer.close()
         consumer.unsubscribe()
     finally:
         client.close()
-    return Sample(messages / produced, messages / consumed, cpu / messages * 10_000)
+    per_10k = 10_000 / messages
+    split = {
+        group: sum(s for name, s in cpu.items() if name.startswith(prefixes)) * per_10k
+        for group, prefixes in THREAD_GROUPS.items()
+    }
+    return Sample(messages / produced, messages / consumed, sum(cpu.values()) * per_10k, split)
 
 
 def bench_interceptor(runs: int, quick: bool) -> list[Figure]:
-    messages = 5_000 if quick else 20_000
+    messages = 20_000 if quick else 50_000
     with tempfile.TemporaryDirectory(prefix="ackstate-bench-interceptor-") as tmp:
         root = Path(tmp)
-        plain = StandaloneBroker(root / "plain")
-        plugged = StandaloneBroker(root / "plugged", sink_dir=root / "events")
-        samples: dict[str, list[Sample]] = {"without": [], "with": []}
+        empty = {
+            "brokerInterceptorsDirectory": str(empty_interceptor_nar(root / "empty-nar").parent),
+            "brokerInterceptors": EMPTY_NAME,
+            "narExtractionDirectory": str(root / "empty-nar-extracted"),
+        }
+        brokers = {
+            "without": StandaloneBroker(root / "plain", conf=dict(BENCH_CONF)),
+            "empty interceptor": StandaloneBroker(root / "empty", conf=BENCH_CONF | empty),
+            "with": StandaloneBroker(root / "plugged", sink_dir=root / "events", conf=dict(BENCH_CONF)),
+        }
+        samples: dict[str, list[Sample]] = {label: [] for label in LABELS}
         try:
-            plain.start()
-            plugged.start()
-            for i in range(runs + 1):  # the first run of each broker warms its JIT and is dropped
-                for label, broker in (("without", plain), ("with", plugged)):
-                    sample = _one_run(broker, f"persistent://public/default/bench-{i}", messages)
-                    if i:
-                        samples[label].append(sample)
+            for broker in brokers.values():
+                broker.start()
+            for broker in brokers.values():
+                _one_run(broker, "persistent://public/default/warm-up", WARM_UP_MESSAGES)
+            for i in range(runs):
+                for label in LABELS:
+                    samples[label].append(
+                        _one_run(brokers[label], f"persistent://public/default/bench-{i}", messages)
+                    )
         finally:
-            plain.stop()
-            plugged.stop()
+            for broker in brokers.values():
+                broker.stop()
         written = sum(1 for _ in (root / "events").glob("*.json"))
+    return _figures(samples, messages, written)
+
+
+def _figures(samples: dict[str, list[Sample]], messages: int, written: int) -> list[Figure]:
     figures: list[Figure] = []
-    for what, unit in (("produce_per_s", "msg/s"), ("consume_per_s", "msg/s"), ("cpu_s_per_10k", "CPU s")):
+    for what, unit in (("produce_per_s", "msg/s"), ("consume_per_s", "msg/s")):
         medians = {}
-        for label in ("without", "with"):
+        for label in LABELS:
             values = [getattr(s, what) for s in samples[label]]
             medians[label] = statistics.median(values)
-            name = f"{what.replace('_', ' ')}, {label} plugin"
-            figures.append(Figure(name, medians[label], unit, "", values))
-        if what == "cpu_s_per_10k":
-            ratio = medians["with"] / medians["without"] - 1
-            figures.append(Figure("broker CPU added by the plugin", ratio * 100, "%", "", []))
-        else:
-            loss = 1 - medians["with"] / medians["without"]
-            figures.append(Figure(f"{what.split('_')[0]} throughput lost", loss * 100, "%", "< 5 %", []))
+            figures.append(Figure(f"{what.replace('_', ' ')}, {label}", medians[label], unit, "", values))
+        phase = what.split("_")[0]
+        for label, target in (("empty interceptor", ""), ("with", "< 5 %")):
+            loss = 1 - medians[label] / medians["without"]
+            figures.append(Figure(f"{phase} throughput lost, {label}", loss * 100, "%", target, []))
+    # the JIT compilers' share falls run by run long after the warm-up; without it, the brokers
+    # are compared on the work each message costs
+    warm = {}
+    for label in LABELS:
+        values = [s.cpu_s_per_10k - s.split["JIT compilers"] for s in samples[label]]
+        warm[label] = statistics.median(values)
+        figures.append(Figure(f"broker CPU, JIT left out, {label}", warm[label], "CPU s", "", values))
+    for label in ("empty interceptor", "with"):
+        added = (warm[label] / warm["without"] - 1) * 100
+        figures.append(Figure(f"broker CPU added, {label}", added, "%", "", []))
+    for group in THREAD_GROUPS:
+        for label in LABELS:
+            values = [s.split[group] for s in samples[label]]
+            median = statistics.median(values)
+            figures.append(Figure(f"  of which {group}, {label}", median, "CPU s", "", values))
     figures.append(Figure(f"plugin files written ({messages:,} messages a run)", written, "files", "", []))
     return figures

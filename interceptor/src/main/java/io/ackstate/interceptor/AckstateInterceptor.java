@@ -71,7 +71,8 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
     private record Pending(ServerCnx cnx, long consumerId) {}
 
     /**
-     * A topic partition's seq clock and the last entry a PUBLISH was emitted for.
+     * A topic partition's seq clock, its pre-quoted topic fields, and the last entry a PUBLISH
+     * was emitted for. Events of one partition are ordered under this object's lock.
      *
      * <p>{@code messageProduced} runs on the producer's I/O thread after the entry is persisted,
      * and the dispatcher can read the new entry and send it (DISPATCH) before that. A DISPATCH of
@@ -80,12 +81,28 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
      */
     private static final class PartitionLog {
         final SeqClock clock = new SeqClock();
+        final String topicFields;
+        final boolean persistent;
         long lastLedger = -1;
         long lastEntry = -1;
         /** The last entry the ledger held when this broker run first saw the partition: a DISPATCH
          *  at or below it (a redelivery after a restart or a move) needs no PUBLISH. */
-        long floorLedger = Long.MIN_VALUE;
-        long floorEntry = -1;
+        final long floorLedger;
+        final long floorEntry;
+
+        PartitionLog(Topic topic) {
+            TopicName name = TopicName.get(topic.getName());
+            topicFields = EventJson.topicFields(name.getPartitionedTopicName(), name.getPartitionIndex());
+            persistent = topic instanceof PersistentTopic;
+            if (topic instanceof PersistentTopic p) {
+                Position lac = p.getManagedLedger().getLastConfirmedEntry();
+                floorLedger = lac.getLedgerId();
+                floorEntry = lac.getEntryId();
+            } else {
+                floorLedger = Long.MIN_VALUE;
+                floorEntry = -1;
+            }
+        }
 
         boolean aboveFloor(long ledger, long entry) {
             return ledger > floorLedger || (ledger == floorLedger && entry > floorEntry);
@@ -102,8 +119,9 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
         }
     }
 
-    /** What a SUBSCRIBE said of a consumer, so later events name the same consumer. */
-    private record Tracked(long id, String fullTopic, String subscription) {}
+    /** What a SUBSCRIBE said of a consumer, so later events name the same consumer; its
+     *  {@code subscription} and {@code consumer_id} fields are quoted once. */
+    private record Tracked(long id, String fullTopic, PartitionLog partition, String consumerFields) {}
 
     @Override
     public void initialize(PulsarService pulsar) throws Exception {
@@ -126,25 +144,17 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
     }
 
     // ---- emitting ------------------------------------------------------------------------
-    private PartitionLog log(String fullTopic) {
-        return partitions.computeIfAbsent(fullTopic, t -> new PartitionLog());
-    }
-
-    /** The partition's log, its floor taken from the managed ledger the first time it is made. */
+    /** The partition's log, made (with its floor) the first time any hook sees the topic. */
     private PartitionLog log(Topic topic) {
-        return partitions.computeIfAbsent(topic.getName(), t -> {
-            PartitionLog partition = new PartitionLog();
-            if (topic instanceof PersistentTopic persistent) {
-                Position lac = persistent.getManagedLedger().getLastConfirmedEntry();
-                partition.floorLedger = lac.getLedgerId();
-                partition.floorEntry = lac.getEntryId();
-            }
-            return partition;
-        });
+        PartitionLog partition = partitions.get(topic.getName());
+        return partition != null ? partition : partitions.computeIfAbsent(topic.getName(), t -> new PartitionLog(topic));
     }
 
-    private void emit(String fullTopic, EventJson event) {
-        PartitionLog partition = log(fullTopic);
+    private EventJson event(String type, PartitionLog partition) {
+        return new EventJson(type, partition.topicFields, System.currentTimeMillis());
+    }
+
+    private void emit(PartitionLog partition, EventJson event) {
         synchronized (partition) {
             offer(partition, event);
         }
@@ -152,26 +162,7 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
 
     /** Under the partition's lock: the next seq, and the line on the queue in seq order. */
     private void offer(PartitionLog partition, EventJson event) {
-        long seq = partition.clock.next();
-        String line = "{\"event_id\":\"" + run + "-" + eventNo.incrementAndGet() + "\",\"seq\":" + seq + ","
-                + event.fields() + "}";
-        queue.offer(line);
-    }
-
-    /** PUBLISH of (ledger, entry) unless one at or above it was already emitted. */
-    private void publish(String fullTopic, long ledgerId, long entryId, EventJson event) {
-        PartitionLog partition = log(fullTopic);
-        synchronized (partition) {
-            if (partition.advance(ledgerId, entryId)) {
-                offer(partition, event);
-            }
-        }
-    }
-
-    private static EventJson event(String type, String fullTopic) {
-        TopicName name = TopicName.get(fullTopic);
-        return new EventJson(type, name.getPartitionedTopicName(), name.getPartitionIndex(),
-                System.currentTimeMillis());
+        queue.offer(event.line(run, eventNo.incrementAndGet(), partition.clock.next()));
     }
 
     private void failed(String hook, Throwable t) {
@@ -191,19 +182,21 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
                 return tracked;
             }
             Subscription sub = consumer.getSubscription();
-            log(sub.getTopic()); // the partition's floor, before any event of it is emitted
-            tracked = new Tracked(consumerIds.next(), sub.getTopicName(), sub.getName());
+            long id = consumerIds.next();
+            StringBuilder fields = new StringBuilder("\"subscription\":");
+            EventJson.quote(fields, sub.getName());
+            fields.append(",\"consumer_id\":").append(id);
+            // the partition's log (and floor) exists before any event of the consumer is emitted
+            tracked = new Tracked(id, sub.getTopicName(), log(sub.getTopic()), fields.toString());
             consumers.put(consumer, tracked);
         }
         String initial = initialPositions.remove(new Pending(cnx, consumer.consumerId()));
-        EventJson e = event("SUBSCRIBE", tracked.fullTopic)
-                .str("subscription", tracked.subscription)
-                .num("consumer_id", tracked.id)
+        emit(tracked.partition, event("SUBSCRIBE", tracked.partition)
+                .fields(tracked.consumerFields)
                 .str("consumer_name", consumer.consumerName())
                 .str("sub_type", consumer.subType().name())
                 .num("priority_level", consumer.getPriorityLevel())
-                .str("initial_position", initial == null ? "Latest" : initial);
-        emit(tracked.fullTopic, e);
+                .str("initial_position", initial == null ? "Latest" : initial));
         return tracked;
     }
 
@@ -213,8 +206,7 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
             tracked = consumers.remove(consumer);
         }
         if (tracked != null) {
-            emit(tracked.fullTopic, event("CLOSE_CONSUMER", tracked.fullTopic)
-                    .str("subscription", tracked.subscription).num("consumer_id", tracked.id));
+            emit(tracked.partition, event("CLOSE_CONSUMER", tracked.partition).fields(tracked.consumerFields));
         }
     }
 
@@ -282,8 +274,7 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
         }
         Consumer consumer = future.join();
         Tracked tracked = announce(cnx, consumer);
-        emit(tracked.fullTopic, event("REDELIVER", tracked.fullTopic)
-                .str("subscription", tracked.subscription).num("consumer_id", tracked.id)
+        emit(tracked.partition, event("REDELIVER", tracked.partition).fields(tracked.consumerFields)
                 .raw("message_ids", messageIds(redeliver.getMessageIdsCount(), redeliver::getMessageIdAt)));
     }
 
@@ -321,9 +312,8 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
     @Override
     public void onMessagePublish(Producer producer, ByteBuf headersAndPayload, Topic.PublishContext context) {
         try {
-            String fullTopic = producer.getTopic().getName();
-            log(producer.getTopic());
-            emit(fullTopic, event("SEND", fullTopic)
+            PartitionLog partition = log(producer.getTopic());
+            emit(partition, event("SEND", partition)
                     .str("producer_name", producer.getProducerName())
                     .num("sequence_id", context.getSequenceId())
                     .num("highest_sequence_id", Math.max(context.getHighestSequenceId(), context.getSequenceId()))
@@ -340,13 +330,18 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
             return; // a duplicate or a dropped send: its SEND already told ackstate
         }
         try {
-            String fullTopic = producer.getTopic().getName();
-            publish(fullTopic, ledgerId, entryId, event("PUBLISH", fullTopic)
-                    .num("ledger_id", ledgerId).num("entry_id", entryId)
-                    .num("batch_size", Math.max(1, context.getNumberOfMessages()))
-                    .str("producer_name", producer.getProducerName())
-                    .num("sequence_id", context.getSequenceId())
-                    .num("highest_sequence_id", Math.max(context.getHighestSequenceId(), context.getSequenceId())));
+            PartitionLog partition = log(producer.getTopic());
+            synchronized (partition) {
+                if (partition.advance(ledgerId, entryId)) { // else a DISPATCH already emitted it
+                    offer(partition, event("PUBLISH", partition)
+                            .num("ledger_id", ledgerId).num("entry_id", entryId)
+                            .num("batch_size", Math.max(1, context.getNumberOfMessages()))
+                            .str("producer_name", producer.getProducerName())
+                            .num("sequence_id", context.getSequenceId())
+                            .num("highest_sequence_id",
+                                    Math.max(context.getHighestSequenceId(), context.getSequenceId())));
+                }
+            }
         } catch (Throwable t) {
             failed("messageProduced", t);
         }
@@ -357,32 +352,31 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
     public void messageDispatched(ServerCnx cnx, Consumer consumer, long ledgerId, long entryId, ByteBuf payload) {
         try {
             Tracked tracked = announce(cnx, consumer);
-            MessageMetadata meta = Commands.peekMessageMetadata(payload, tracked.subscription, consumer.consumerId());
-            PartitionLog partition = log(consumer.getSubscription().getTopic());
-            boolean fresh;
+            PartitionLog partition = tracked.partition;
+            // a thread-local instance, read on this thread only
+            MessageMetadata meta = Commands.peekMessageMetadata(payload, null, consumer.consumerId());
+            int batchSize = meta == null || !meta.hasNumMessagesInBatch() ? 1 : meta.getNumMessagesInBatch();
             synchronized (partition) {
-                fresh = partition.aboveFloor(ledgerId, entryId);
-            }
-            if (meta != null && fresh && tracked.fullTopic.startsWith("persistent://")) {
-                int messages = meta.hasNumMessagesInBatch() ? meta.getNumMessagesInBatch() : 1;
-                long sequenceId = meta.getSequenceId();
-                publish(tracked.fullTopic, ledgerId, entryId, event("PUBLISH", tracked.fullTopic)
-                        .num("ledger_id", ledgerId).num("entry_id", entryId).num("batch_size", messages)
-                        .str("producer_name", meta.hasProducerName() ? meta.getProducerName() : null)
-                        .num("sequence_id", sequenceId)
-                        .num("highest_sequence_id", Math.max(sequenceId,
-                                meta.hasHighestSequenceId() ? meta.getHighestSequenceId() : sequenceId)));
-            }
-            EventJson e = event("DISPATCH", tracked.fullTopic)
-                    .str("subscription", tracked.subscription).num("consumer_id", tracked.id)
-                    .num("ledger_id", ledgerId).num("entry_id", entryId);
-            if (meta != null) {
-                e.num("batch_size", meta.hasNumMessagesInBatch() ? meta.getNumMessagesInBatch() : 1);
-                if (meta.hasPartitionKey()) {
-                    e.str("key", meta.getPartitionKey());
+                if (meta != null && partition.persistent && partition.aboveFloor(ledgerId, entryId)
+                        && partition.advance(ledgerId, entryId)) {
+                    long sequenceId = meta.getSequenceId();
+                    offer(partition, event("PUBLISH", partition)
+                            .num("ledger_id", ledgerId).num("entry_id", entryId).num("batch_size", batchSize)
+                            .str("producer_name", meta.hasProducerName() ? meta.getProducerName() : null)
+                            .num("sequence_id", sequenceId)
+                            .num("highest_sequence_id", Math.max(sequenceId,
+                                    meta.hasHighestSequenceId() ? meta.getHighestSequenceId() : sequenceId)));
                 }
+                EventJson e = event("DISPATCH", partition).fields(tracked.consumerFields)
+                        .num("ledger_id", ledgerId).num("entry_id", entryId);
+                if (meta != null) {
+                    e.num("batch_size", batchSize);
+                    if (meta.hasPartitionKey()) {
+                        e.str("key", meta.getPartitionKey());
+                    }
+                }
+                offer(partition, e);
             }
-            emit(tracked.fullTopic, e);
         } catch (Throwable t) {
             failed("messageDispatched", t);
         }
@@ -392,8 +386,7 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
     public void messageAcked(ServerCnx cnx, Consumer consumer, CommandAck ack) {
         try {
             Tracked tracked = announce(cnx, consumer);
-            emit(tracked.fullTopic, event("ACK", tracked.fullTopic)
-                    .str("subscription", tracked.subscription).num("consumer_id", tracked.id)
+            emit(tracked.partition, event("ACK", tracked.partition).fields(tracked.consumerFields)
                     .str("ack_type", ack.getAckType() == CommandAck.AckType.Cumulative ? "Cumulative" : "Individual")
                     .raw("message_ids", messageIds(ack.getMessageIdsCount(), ack::getMessageIdAt)));
         } catch (Throwable t) {

@@ -1,18 +1,34 @@
 package io.ackstate.interceptor;
 
 /**
- * Builds one event's JSON fields (everything but {@code event_id} and {@code seq}, which the
- * emitter adds when it orders the event). Field names are those of ackstate's contract; a value
- * that is absent is left out rather than written as null.
+ * Builds one event's JSON object. Field names are those of ackstate's contract; a value that is
+ * absent is left out rather than written as null.
+ *
+ * <p>The hooks run on the broker's I/O threads, so a line is built in one buffer and turned into
+ * one string: the topic's fields come pre-quoted from {@link #topicFields}, and {@code event_id}
+ * and {@code seq}, which the emitter assigns when it orders the event, are the last fields
+ * ({@link #line}), so nothing is copied to put them first.
  */
 final class EventJson {
-    private final StringBuilder out = new StringBuilder(192);
+    /** Each broker thread builds its lines in one buffer; only the finished line is a new object. */
+    private static final ThreadLocal<StringBuilder> BUFFER = ThreadLocal.withInitial(() -> new StringBuilder(512));
 
-    EventJson(String type, String topic, int partition, long eventTime) {
-        str("type", type);
-        str("topic", topic);
-        num("partition", partition);
+    private final StringBuilder out;
+
+    /** {@code topicFields} as made by {@link #topicFields}, once per topic partition. */
+    EventJson(String type, String topicFields, long eventTime) {
+        StringBuilder buffer = BUFFER.get();
+        // not empty: this thread is inside another line (or a hook failed halfway through one)
+        out = buffer.length() == 0 ? buffer : new StringBuilder(256);
+        out.append("{\"type\":\"").append(type).append("\",").append(topicFields);
         num("event_time", eventTime);
+    }
+
+    /** The {@code topic} and {@code partition} fields of a topic partition, ready to append. */
+    static String topicFields(String topic, int partition) {
+        StringBuilder fields = new StringBuilder("\"topic\":");
+        quote(fields, topic);
+        return fields.append(",\"partition\":").append(partition).toString();
     }
 
     EventJson str(String key, String value) {
@@ -28,6 +44,12 @@ final class EventJson {
         return this;
     }
 
+    /** Fields that are already JSON ({@code "k":v,...}, made once and reused). */
+    EventJson fields(String json) {
+        out.append(',').append(json);
+        return this;
+    }
+
     /** A value that is already JSON (an array of message ids). */
     EventJson raw(String key, String json) {
         key(key).append(json);
@@ -35,15 +57,15 @@ final class EventJson {
     }
 
     private StringBuilder key(String key) {
-        if (out.length() > 0) {
-            out.append(',');
-        }
-        return out.append('"').append(key).append("\":");
+        return out.append(",\"").append(key).append("\":");
     }
 
-    /** The fields, comma-separated, without braces. */
-    String fields() {
-        return out.toString();
+    /** The complete line: the fields so far, then {@code event_id} ({@code <run>-<n>}) and {@code seq}. */
+    String line(String run, long n, long seq) {
+        String line = out.append(",\"event_id\":\"").append(run).append('-').append(n).append("\",\"seq\":")
+                .append(seq).append('}').toString();
+        out.setLength(0);
+        return line;
     }
 
     static void quote(StringBuilder out, String value) {

@@ -46,4 +46,14 @@ class FileSinkTest {
         sink.close();
         assertEquals(1, files(dir, "*").size());
     }
+
+    @Test
+    void writesLinesAsUtf8(@TempDir Path dir) throws IOException {
+        FileSink sink = new FileSink(dir, "run3", 1L, 1000, 60_000);
+        sink.write(List.of("{\"consumer_name\":\"gr\u00fc\u00dfe \u6d88\u8d39\"}"));
+        sink.close();
+        Path done = files(dir, "ackstate-*.json").get(0);
+        assertEquals(List.of("{\"consumer_name\":\"gr\u00fc\u00dfe \u6d88\u8d39\"}"),
+                Files.readAllLines(done, java.nio.charset.StandardCharsets.UTF_8));
+    }
 }
