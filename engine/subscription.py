@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -38,7 +39,7 @@ from engine.errors import (
     SubscriptionTypeMismatch,
     UnknownConsumer,
 )
-from engine.position import Position
+from engine.position import Position, sorted_after
 
 SHARED_MODES = ("Shared", "Key_Shared")
 SINGLE_ACTIVE_MODES = ("Exclusive", "Failover")
@@ -476,10 +477,7 @@ class Subscription:
                 raise RedeliverDuringFailoverSwitch("a failover switch is pending; redeliver ignored")
             return
         if positions is None:
-            taken = list(consumer.pending)
-            for pos in taken:
-                self._remove_pending(consumer, pos, settings.max_unacked_messages_per_consumer)
-            consumer.unacked = 0
+            taken: Collection[Position] = self._take_all_pending(consumer)
         else:
             # only ids in this consumer's own pending acks (no owner search, unlike acks)
             taken = [p for p in dict.fromkeys(positions) if p in consumer.pending]
@@ -488,23 +486,44 @@ class Subscription:
                 self._remove_pending(consumer, pos, settings.max_unacked_messages_per_consumer)
         consumer.blocked = False
         self.changes.consumers.add(consumer_id)
-        for pos in sorted(taken):
-            self._replay(cursor, consumer, pos, now, reason)
+        self._replay_all(consumer, sorted_after(taken, cursor.mark_delete), now, reason)
 
-    def _replay(self, cursor: Cursor, consumer: Consumer, pos: Position, due: int, reason: str) -> None:
+    def _take_all_pending(self, consumer: Consumer) -> dict[Position, PendingAck]:
+        """``_remove_pending`` of every pending ack of ``consumer`` at once (a redeliver-all):
+        the same state and changes, without a Python call per entry. Its unacked count is 0
+        afterwards, so it is unblocked whatever the limit."""
+        taken = consumer.pending
+        consumer.pending = {}
+        cid = consumer.consumer_id
+        holder = self.holder
+        for pos in [p for p in taken if holder.get(p) == cid]:
+            del holder[pos]
+        self._timers_changed()  # its ack-timeout timers went with the pending acks
+        self.changes.pending.update(zip([cid] * len(taken), taken, strict=True))
+        consumer.unacked = 0
+        consumer.blocked = False
+        return taken
+
+    def _replay_all(self, consumer: Consumer, positions: list[Position], due: int, reason: str) -> None:
         """``redeliverUnacknowledgedMessages(consumer, positions)``: replay set + tracker +1.
 
-        ``addMessageToReplay`` takes only positions after mark-delete (``checkIfMessageIsUnacked``)
-        and, in 4.0, reports success even for a position already queued, so the count grows again.
+        ``addMessageToReplay`` takes only positions after mark-delete (``checkIfMessageIsUnacked``;
+        the caller passes only those, in order) and, in 4.0, reports success even for a position
+        already queued, so the count grows again. One loop with its dictionaries bound locally:
+        a redeliver-all can hand back a million positions.
         """
-        if not pos > cursor.mark_delete:
-            return
-        count = self.tracker.get(pos, 0) + 1
-        self.tracker[pos] = count
-        previous = self.redeliveries.get(pos)
-        requested = previous.requested_at if previous is not None and previous.reason == reason else due
-        dead = previous.dead_letter if previous is not None and previous.reason == reason else False
-        self._set_redelivery(pos, Redelivery(consumer.consumer_id, reason, requested, due, count, dead))
+        tracker, rows, changed = self.tracker, self.redeliveries, self.changes.redeliveries
+        cid = consumer.consumer_id
+        for pos in positions:
+            count = tracker.get(pos, 0) + 1
+            tracker[pos] = count
+            previous = rows.get(pos)
+            if previous is not None and previous.reason == reason:
+                row = Redelivery(cid, reason, previous.requested_at, due, count, previous.dead_letter)
+            else:
+                row = Redelivery(cid, reason, due, due, count, False)
+            rows[pos] = row
+            changed[pos] = row
 
     def forget_deleted(self, mark_delete: Position) -> None:
         """After a ledger trim moved mark-delete past unacked entries: drop their replays.

@@ -227,7 +227,7 @@ def bench_dedup(
     echo: Callable[[str], None] | None = None,
     workdir: Path | None = None,
 ) -> list[Figure]:
-    from jobs.bench_ingest import _capture_ingest_log, phases_line, run_passthrough
+    from jobs.bench_ingest import capture_ingest_log, phases_line, run_passthrough
     from jobs.session import get_spark
 
     echo = echo or (lambda line: print(line, flush=True))
@@ -245,7 +245,7 @@ def bench_dedup(
         send_rates, event_rates, thru_rates, ratios = [], [], [], []
         for run in range(1, runs + 1):
             run_dir = work / f"run-{run}"
-            with _capture_ingest_log() as (phase_log, forward):
+            with capture_ingest_log() as (phase_log, forward):
                 forward.quiet = True
                 try:
                     thru = run_passthrough(spark, source, run_dir / "passthrough")

@@ -201,7 +201,7 @@ class _Forward(logging.Handler):
 
 
 @contextmanager
-def _capture_ingest_log() -> Iterator[tuple[_PhaseLog, _Forward]]:
+def capture_ingest_log() -> Iterator[tuple[_PhaseLog, _Forward]]:
     logger = logging.getLogger("ackstate.ingest")
     saved = (logger.level, logger.propagate)
     threshold = logger.getEffectiveLevel()
@@ -306,7 +306,7 @@ def run_ackstate(spark: SparkSession, source: str, warehouse: Path) -> list[Batc
 
 def one_run(spark: SparkSession, source: str, work: Path) -> RunResult:
     result = RunResult()
-    with _capture_ingest_log() as (phase_log, forward):
+    with capture_ingest_log() as (phase_log, forward):
         forward.quiet = True
         try:
             result.passthrough = run_passthrough(spark, source, work / "passthrough")

@@ -45,7 +45,7 @@ def _setup(pending: int, consumers: int) -> tuple[Cursor, Subscription, Any]:
 
 def measure(runs: int = 3, pending: int = 1_000_000, consumers: int = 10) -> dict[str, Any]:
     """Medians (seconds) and rates of the three measurements above."""
-    from udfs.apply import _emit_subscription_changes, _Rows
+    from udfs.apply import OutputRows, emit_subscription_changes
 
     engine_s, udf_s, base_s = [], [], []
     rows = 0
@@ -57,9 +57,9 @@ def measure(runs: int = 3, pending: int = 1_000_000, consumers: int = 10) -> dic
             sub.redeliver(cursor, cid, None, 2_000, REDELIVER, settings)
         engine_s.append(time.perf_counter() - started)
         assert len(sub.redeliveries) == pending
-        out = _Rows("persistent://b/ns/t", 0)
+        out = OutputRows("persistent://b/ns/t", 0)
         started = time.perf_counter()
-        _emit_subscription_changes(out, "s", cursor, sub, EngineSettings())
+        emit_subscription_changes(out, "s", cursor, sub, EngineSettings())
         table = out.table()
         udf_s.append(engine_s[-1] + time.perf_counter() - started)
         rows = table.num_rows

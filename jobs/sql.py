@@ -52,7 +52,7 @@ class Warehouse:
         """Register these tables (those not registered yet) as views; return the ones registered."""
         from delta.tables import DeltaTable
 
-        from jobs.stats import _as_of_errors, _load  # the time-travel reading `stats` uses
+        from jobs.stats import as_of_errors, read_as_of  # the time-travel reading `stats` uses
 
         done = []
         for name in names:
@@ -61,8 +61,8 @@ class Warehouse:
             if not DeltaTable.isDeltaTable(self.spark, str(self.warehouse / name)):
                 self._missing.add(name)
                 continue
-            with _as_of_errors((name,), self.as_of):
-                _load(self.spark, self.warehouse, name, self.as_of).createOrReplaceTempView(name)
+            with as_of_errors((name,), self.as_of):
+                read_as_of(self.spark, self.warehouse, name, self.as_of).createOrReplaceTempView(name)
             self.registered.add(name)
             done.append(name)
         if not self.registered and self._missing >= set(TABLES):

@@ -591,8 +591,8 @@ def _frame(
     version number is per table, so it names the same moment only while both tables were
     committed together (each ingest batch writes both).
     """
-    with _as_of_errors((name,), as_of):
-        df = _load(spark, warehouse, name, as_of)
+    with as_of_errors((name,), as_of):
+        df = read_as_of(spark, warehouse, name, as_of)
     if selected is not None:
         df = df.where(selected.spark_condition())
     if subscription is not None:
@@ -602,12 +602,12 @@ def _frame(
 
 def _to_arrow(df: DataFrame, names: Sequence[str], as_of: str | None) -> pa.Table:
     """One Arrow conversion of the selected columns: no per-row ``Row`` objects on the driver."""
-    with _as_of_errors(names, as_of):
+    with as_of_errors(names, as_of):
         return df.toArrow()
 
 
 @contextmanager
-def _as_of_errors(names: Sequence[str], as_of: str | None) -> Iterator[None]:
+def as_of_errors(names: Sequence[str], as_of: str | None) -> Iterator[None]:
     """Turn Delta's time-travel failures (no such version, a time before the first commit, files
     removed by VACUUM) into one line; without ``--as-of`` a Spark error is a real failure."""
     from pyspark.errors import PySparkException
@@ -623,7 +623,7 @@ def _as_of_errors(names: Sequence[str], as_of: str | None) -> Iterator[None]:
         raise AsOfError(f"cannot read table {tables} as of {as_of!r}: {first_line}") from exc
 
 
-def _load(spark: SparkSession, warehouse: Path, name: str, as_of: str | None) -> DataFrame:
+def read_as_of(spark: SparkSession, warehouse: Path, name: str, as_of: str | None) -> DataFrame:
     """``read_table``, except that a time after a table's last commit reads its latest version.
 
     Delta refuses such a time (DELTA_TIMESTAMP_GREATER_THAN_COMMIT), but "the state at 10:00"

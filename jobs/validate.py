@@ -110,7 +110,7 @@ def classify(raw: DataFrame) -> DataFrame:
     ``detail``, ``raw`` and an internal input-order column; feed it to `mark_duplicates`
     and `split`. No shuffle happens here.
     """
-    stages = _classify_stages()
+    stages = classify_stages()
     parsed = raw.select(*stages.parse)
     return parsed.select(*stages.fields).select(*stages.ruled).select(*stages.result)
 
@@ -128,7 +128,7 @@ class _Stages:
 _STAGES: dict[int, _Stages] = {}
 
 
-def _classify_stages() -> _Stages:
+def classify_stages() -> _Stages:
     """`classify`'s column expressions, built once per JVM and reused by every micro-batch.
 
     Building them is thousands of py4j calls (every ``F.col``, ``when`` and lambda is one):

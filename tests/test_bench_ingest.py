@@ -111,7 +111,7 @@ def test_phase_log_collects_the_ingest_debug_lines() -> None:
 
     log = logging.getLogger("ackstate.ingest")
     before = (log.level, log.propagate, list(log.handlers))
-    with b._capture_ingest_log() as (phase_log, _):
+    with b.capture_ingest_log() as (phase_log, _):
         log.debug("batch %d: %s took %.2f s", 3, "read", 1.25)
         log.debug("batch %d: %s took %.2f s", 3, "merge cursors", 0.5)
         log.debug("something else %d", 3)

@@ -20,6 +20,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from engine import Cursor, EngineSettings, EventBatch, Ledgers, PartitionState, Producers, TrimResult
 from engine.ackset import mask_to_words, unacked_count
 from engine.events import ACK_TYPE_CODE, EVENT_TYPES
+from engine.position import Position, position_order
 from engine.subscription import SINGLE_ACTIVE_MODES, Changes, Subscription
 from schemas.udf import (
     ACTIVE_CHANGE,
@@ -128,7 +129,7 @@ def requested_trim(state: pa.Table) -> int | None:
 
 
 # ---- engine -> Arrow -------------------------------------------------------------------
-class _Rows:
+class OutputRows:
     """Output rows gathered column by column as Python lists, turned into Arrow once per call.
 
     A partition's output is a few dozen ``add`` calls of a few rows each, over a wide row type
@@ -193,7 +194,7 @@ def _keys(ledger: np.ndarray, lower: np.ndarray, ledgers: np.ndarray) -> np.ndar
     return (np.searchsorted(ledgers, ledger).astype(np.int64) << 32) | (lower + 1)
 
 
-def _emit_range_changes(out: _Rows, sub: str, before: Cursor | None, after: Cursor) -> None:
+def _emit_range_changes(out: OutputRows, sub: str, before: Cursor | None, after: Cursor) -> None:
     """Upsert the runs that are new or changed, delete the runs that are gone (by ledger, lower)."""
     old_l, old_lo, old_up = _runs(before)
     new_l, new_lo, new_up = _runs(after)
@@ -226,7 +227,7 @@ def _emit_range_changes(out: _Rows, sub: str, before: Cursor | None, after: Curs
         out.add(RANGE, DELETE, n, subscription=[sub] * n, ledger_id=old_l[gone], lower_entry_id=old_lo[gone])
 
 
-def _emit_batch_changes(out: _Rows, sub: str, before: Cursor | None, after: Cursor) -> None:
+def _emit_batch_changes(out: OutputRows, sub: str, before: Cursor | None, after: Cursor) -> None:
     old = dict(before.batch_ack_rows()) if before is not None else {}
     new = dict(after.batch_ack_rows())
     upserts = [(p, b) for p, b in new.items() if p not in old or old[p] != b]
@@ -258,8 +259,17 @@ def _sub_state(sub: Subscription | None) -> bytes | None:
     return sub.encode() if sub is not None and not sub.is_empty() else None
 
 
-def _emit_subscription_changes(
-    out: _Rows, name: str, cursor: Cursor, sub: Subscription, settings: EngineSettings
+def _sorted_pairs(pairs: set[tuple[int, Position]]) -> list[tuple[int, Position]]:
+    """``sorted(pairs)`` of (consumer id, position), sorted as columns when there are many."""
+    if len(pairs) < 256:
+        return sorted(pairs)
+    items = list(pairs)
+    order = position_order([p for _, p in items], [c for c, _ in items])
+    return list(map(items.__getitem__, order))
+
+
+def emit_subscription_changes(
+    out: OutputRows, name: str, cursor: Cursor, sub: Subscription, settings: EngineSettings
 ) -> None:
     """Rows of the consumer tables for what the batch changed (upserts and deletes by key)."""
     single = cursor.sub_type in SINGLE_ACTIVE_MODES
@@ -287,7 +297,7 @@ def _emit_subscription_changes(
             max_redeliver_count=[c.max_redeliver_count for c, _ in consumers],
         )
     upserts, deletes = [], []
-    for cid, pos in sorted(sub.changes.pending):
+    for cid, pos in _sorted_pairs(sub.changes.pending):
         consumer = sub.consumers.get(cid)
         pending = consumer.pending.get(pos) if consumer is not None else None
         (deletes if pending is None else upserts).append((cid, pos, pending))
@@ -320,7 +330,8 @@ def _emit_subscription_changes(
             ledger_id=[pos.ledger_id for _, pos, _ in deletes],
             entry_id=[pos.entry_id for _, pos, _ in deletes],
         )
-    rows = sorted(sub.changes.redeliveries.items())
+    changed = list(sub.changes.redeliveries)
+    rows = [(pos, sub.changes.redeliveries[pos]) for pos in map(changed.__getitem__, position_order(changed))]
     kept = [(pos, r) for pos, r in rows if r is not None]
     gone = [pos for pos, r in rows if r is None]
     if kept:
@@ -375,7 +386,7 @@ def _remaining(cursor: Cursor, pos: Any, batch_size: int, batch_index: bool) -> 
 
 
 def emit_cursor(
-    out: _Rows,
+    out: OutputRows,
     current: PartitionState,
     name: str,
     encoded_before: dict[str, bytes],
@@ -413,11 +424,11 @@ def emit_cursor(
     _emit_batch_changes(out, name, before, cursor)
     sub = current.subscriptions.get(name)
     if sub is not None and sub.changes:
-        _emit_subscription_changes(out, name, cursor, sub, settings)
+        emit_subscription_changes(out, name, cursor, sub, settings)
         sub.changes = Changes()
 
 
-def emit_ledger_deletes(out: _Rows, trimmed: TrimResult) -> None:
+def emit_ledger_deletes(out: OutputRows, trimmed: TrimResult) -> None:
     """``ledgers`` deletes for the ledgers a trim removed (shared with ``udfs.trim``)."""
     out.add(
         LEDGER,
@@ -440,7 +451,7 @@ def apply_partition(
     this batch runs is never undone by the batch's writes (``jobs.compact``).
     """
     topic, partition = key[0].as_py(), int(key[1].as_py())
-    out = _Rows(topic, partition)
+    out = OutputRows(topic, partition)
     current, encoded_before = state_from_arrow(topic, partition, state)
     if events.num_rows == 0:
         return out.table()

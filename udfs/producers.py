@@ -46,7 +46,7 @@ def send_columns(events: pa.Table) -> SendColumns:
 
 
 def emit_producer_rows(out: Any, state: PartitionState, result: ApplyResult, events: pa.Table) -> None:
-    """Append the ``producer`` and ``receipt`` rows of one applied batch to ``out`` (``_Rows``).
+    """Append the ``producer`` and ``receipt`` rows of one applied batch to ``out`` (``OutputRows``).
 
     A receipt carries its SEND's ``event_id``, looked up by row id in ``events`` (the batch the
     engine applied), so that the ingest appends it without joining the input again.

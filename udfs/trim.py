@@ -18,13 +18,13 @@ import pyarrow as pa
 
 from engine import EngineSettings
 from schemas.udf import PARTITION, UPSERT
-from udfs.apply import _Rows, emit_cursor, emit_ledger_deletes, requested_trim, state_from_arrow
+from udfs.apply import OutputRows, emit_cursor, emit_ledger_deletes, requested_trim, state_from_arrow
 
 
 def trim_partition(key: tuple[Any, ...], state: pa.Table) -> pa.Table:
     """Grouped-by-(topic, partition) function for ``applyInArrow``."""
     topic, partition = key[0].as_py(), int(key[1].as_py())
-    out = _Rows(topic, partition)
+    out = OutputRows(topic, partition)
     first_retained = requested_trim(state)
     if first_retained is None:
         return out.table()

@@ -550,9 +550,9 @@ def test_every_shared_scenario_event_is_classified_as_its_file_says(spark: Spark
 def test_one_set_of_expressions_serves_every_batch(spark: SparkSession) -> None:
     """classify reuses its column expressions (building them is ~1 s of py4j calls per batch);
     two frames classified with the same expressions keep their own rows and input order."""
-    from jobs.validate import _classify_stages
+    from jobs.validate import classify_stages
 
-    assert _classify_stages() is _classify_stages()
+    assert classify_stages() is classify_stages()
     first = classify(_frame(spark, [_subscribe("a"), "not json"])).collect()
     second = classify(_frame(spark, [_subscribe("b")])).collect()
     assert [(r["event_id"], r["reason"]) for r in first] == [("a", None), (None, V.MALFORMED_JSON)]
