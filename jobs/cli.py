@@ -155,7 +155,7 @@ def _ingest_args(p: argparse.ArgumentParser) -> None:
         "--source", metavar="PATH", help="event input: a directory of JSON Lines files or a Delta table"
     )
     p.add_argument(
-        "--format", choices=["json", "delta", "kafka"], default="json", help="source format (default: json)"
+        "--format", choices=["json", "delta"], default="json", help="source format (default: json)"
     )
     p.add_argument(
         "--trigger",
@@ -176,11 +176,6 @@ def _ingest_args(p: argparse.ArgumentParser) -> None:
         type=int,
         metavar="N",
         help="input files per micro-batch (default: [ingest] max_files_per_trigger)",
-    )
-    p.add_argument(
-        "--implicit-consumers",
-        action="store_true",
-        help="attach consumers that subscribed before the first event implicitly",
     )
 
 

@@ -210,7 +210,7 @@ def read_source(spark: SparkSession, options: IngestOptions) -> DataFrame:
     if options.format == "delta":
         stream = spark.readStream.format("delta").load(options.source)
         return stream.select(F.to_json(F.struct(*[F.col(c) for c in stream.columns])).alias("value"))
-    raise IngestError(f"--format {options.format}: supported formats are json and delta")
+    raise IngestError(f"--format {options.format}: the formats are json and delta")
 
 
 def start_ingest(
