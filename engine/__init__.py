@@ -10,9 +10,10 @@ from engine.dedup import Producers, Receipt
 from engine.errors import CorruptState, EngineRefusal
 from engine.events import EventBatch
 from engine.ledgers import Ledgers
-from engine.partition import ApplyResult, EngineSettings, PartitionState, Reject, TrimResult
+from engine.partition import ApplyResult, PartitionState, Reject, TrimResult
 from engine.position import EARLIEST, Position
 from engine.rangeset import AckRangeSet
+from engine.settings import EngineSettings
 
 __all__ = [
     "EARLIEST",

@@ -36,18 +36,18 @@ from __future__ import annotations
 import heapq
 import struct
 from collections import deque
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.errors import CorruptState
 from engine.events import SEND, SEND_FAILED, EventBatch
 from engine.position import Position
+from engine.topic import is_persistent
 
 if TYPE_CHECKING:
-    from engine.partition import EngineSettings
+    from engine.settings import EngineSettings
 
 NOT_DUP, DUP, UNKNOWN = "NotDup", "Dup", "Unknown"
 PERSISTENCE_ERROR = "PersistenceError"  # ServerError.PersistenceError
@@ -55,7 +55,6 @@ DUP_RECEIPT = Position(-1, -1)  # publishContext.completed(null, -1, -1)
 DROPPED_RECEIPT = Position(-1, -1)  # ServerCnx.handleSend: sendSendReceiptResponse(..., -1, -1)
 NON_PERSISTENT_RECEIPT = Position(0, 0)  # NonPersistentTopic.publishMessage: completed(null, 0L, 0L)
 
-DEFAULT_MAX_IN_FLIGHT = 1000  # maxConcurrentNonPersistentMessagePerConnection
 _UNNAMED_CONNECTION = -1
 
 _MAGIC = b"AKD"
@@ -65,34 +64,6 @@ _PRODUCER = struct.Struct("<BqqqqI")  # flags (bit 0 pushed, bit 1 persisted), p
 # drop count, last event time, pending count
 _PENDING = struct.Struct("<qqqB")  # seq, sequence id, highest sequence id, records persisted
 _CONNECTION = struct.Struct("<qI")  # connection id, in-flight count
-
-
-# ---- settings ------------------------------------------------------------------------------
-def settings_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The dedup fields of ``EngineSettings`` from the ``--conf`` engine keys.
-
-    ``deduplication`` is the ``[deduplication]`` table: full topic name or ``tenant/namespace``
-    -> bool, the topic and namespace policies that override the broker setting.
-    """
-    return {
-        "broker_deduplication_enabled": bool(config.get("broker_deduplication_enabled", False)),
-        "max_concurrent_non_persistent_message_per_connection": int(
-            config.get("max_concurrent_non_persistent_message_per_connection", DEFAULT_MAX_IN_FLIGHT)
-        ),
-        "deduplication": {str(k): bool(v) for k, v in (config.get("deduplication") or {}).items()},
-    }
-
-
-def deduplication_enabled(policies: Mapping[str, bool], broker_default: bool, topic: str) -> bool:
-    """``PersistentTopic.isDeduplicationEnabled``: the topic policy, else the namespace's, else
-    the broker's ``brokerDeduplicationEnabled`` (``HierarchyTopicPolicies``). Always false on a
-    non-persistent topic."""
-    if not topic.startswith("persistent://"):
-        return False
-    if topic in policies:
-        return policies[topic]
-    namespace = topic[len("persistent://") :].rsplit("/", 1)[0]
-    return policies.get(namespace, broker_default)
 
 
 # ---- state ---------------------------------------------------------------------------------
@@ -179,7 +150,7 @@ class Producers:
         the batch. The batch is ordered by seq.
         """
         result = SendResult()
-        persistent = topic.startswith("persistent://")
+        persistent = is_persistent(topic)
         dedup = settings.deduplication_enabled(topic)
         if dedup != self.dedup_enabled:
             self._switch_deduplication(dedup, result)

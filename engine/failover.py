@@ -30,9 +30,9 @@ from typing import Any, Final
 import numpy as np
 
 from engine.hashing import MASK31, java_utf8, make_hash31, murmur3_32_many, murmur3_32_suffixed
+from engine.topic import is_non_persistent
 
 CONSUMER_CONSISTENT_HASH_REPLICAS: Final = 100  # AbstractDispatcherSingleActiveConsumer
-PARTITIONED_TOPIC_SUFFIX: Final = "-partition-"  # TopicName.PARTITIONED_TOPIC_SUFFIX
 _RING_SUFFIXES: Final = [str(j).encode() for j in range(CONSUMER_CONSISTENT_HASH_REPLICAS)]
 _MEMBER_BITS: Final = 21  # ring tie-break: member index packed under the point (2M members max)
 
@@ -50,12 +50,6 @@ class FailoverSettings:
 
 
 # ---- names --------------------------------------------------------------------------------
-def pulsar_topic_name(topic: str, partition: int) -> str:
-    """The topic name Pulsar's dispatcher holds (``topic.getName()``): the partition's own name,
-    ``<topic>-partition-<N>``, for a partition, the topic itself when not partitioned."""
-    return f"{topic}{PARTITIONED_TOPIC_SUFFIX}{partition}" if partition >= 0 else topic
-
-
 def dispatcher_partition_index(topic: str, partition: int) -> int:
     """The ``partitionIndex`` a Failover dispatcher is created with.
 
@@ -64,7 +58,7 @@ def dispatcher_partition_index(topic: str, partition: int) -> int:
     0 ("assume index 0 to pick a predictable consumer"), so a non-persistent, non-partitioned
     topic takes the first consumer of the sorted top group, never the ring (unless consistent
     hashing is on). Spec 5.1 is silent about non-persistent topics."""
-    if partition < 0 and topic.startswith("non-persistent://"):
+    if partition < 0 and is_non_persistent(topic):
         return 0
     return partition
 
@@ -94,7 +88,7 @@ def select_active(
     ``consumers`` are the connected consumers as ``(priority_level, consumer_name)`` in
     subscription order (duplicates allowed: Failover accepts the same name twice);
     ``partition_index`` is the dispatcher's (``dispatcher_partition_index``); ``topic_name`` the
-    full name (``pulsar_topic_name``). None when there is no consumer.
+    full name (``engine.topic.partition_name``). None when there is no consumer.
 
     Written as directly after ``pickAndScheduleActiveConsumer`` as Python allows (a dict and a
     sorted key list for the ``TreeMap``); ``select_active_many`` is checked against it.

@@ -22,15 +22,14 @@ earliest client timer, checked before every event, is cached (``Subscription.nex
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
 from engine.ackset import words_to_mask
 from engine.cursor import SUB_TYPES, Cursor, MessageId
-from engine.dedup import Producers, SendResult, deduplication_enabled, settings_from_config
+from engine.dedup import Producers, SendResult
 from engine.errors import (
     CumulativeAckMultipleIds,
     CumulativeAckNotAllowed,
@@ -59,65 +58,17 @@ from engine.keyshared import sticky_key_hash
 from engine.ledgers import Ledgers
 from engine.position import EARLIEST, Position
 from engine.rangeset import MAX_ENTRY_ID
+from engine.settings import EngineSettings
 from engine.subscription import (
     REDELIVER as REDELIVER_REASON,
 )
 from engine.subscription import Consumer, Subscription, SubscriptionSettings
+from engine.topic import is_non_persistent
 
 _INDIVIDUAL_ACK_MODES = ("Shared", "Key_Shared")
 _CONSUMER_EVENTS = (SUBSCRIBE, CLOSE_CONSUMER, DISPATCH, ACK, NACK, REDELIVER)
 # On a non-persistent topic these change no acknowledgement state (see PartitionState.apply)
 _NON_PERSISTENT_INERT = (PUBLISH, DISPATCH, ACK, NACK, REDELIVER)
-
-
-@dataclass(frozen=True, slots=True)
-class EngineSettings:
-    """Broker settings the engine obeys, named after Pulsar's (snake_case in ``--conf``)."""
-
-    acknowledgment_at_batch_index_level_enabled: bool = False  # Pulsar 4.0 default
-    max_unacked_messages_per_consumer: int = 50_000
-    active_consumer_failover_delay_time_millis: int = 1_000
-    active_consumer_failover_consistent_hashing: bool = False
-    broker_deduplication_enabled: bool = False  # Pulsar default
-    max_concurrent_non_persistent_message_per_connection: int = 1000  # Pulsar default
-    deduplication: Mapping[str, bool] = field(default_factory=dict)  # topic/namespace policies
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> EngineSettings:
-        defaults = cls()
-        return cls(
-            acknowledgment_at_batch_index_level_enabled=bool(
-                config.get("acknowledgment_at_batch_index_level_enabled", False)
-            ),
-            max_unacked_messages_per_consumer=int(
-                config.get("max_unacked_messages_per_consumer", defaults.max_unacked_messages_per_consumer)
-            ),
-            active_consumer_failover_delay_time_millis=int(
-                config.get(
-                    "active_consumer_failover_delay_time_millis",
-                    defaults.active_consumer_failover_delay_time_millis,
-                )
-            ),
-            active_consumer_failover_consistent_hashing=bool(
-                config.get("active_consumer_failover_consistent_hashing", False)
-            ),
-            **settings_from_config(config),
-        )
-
-    def for_partition(self, topic: str, partition: int) -> SubscriptionSettings:
-        from engine.failover import dispatcher_partition_index, pulsar_topic_name
-
-        return SubscriptionSettings(
-            batch_index_ack=self.acknowledgment_at_batch_index_level_enabled,
-            max_unacked_messages_per_consumer=self.max_unacked_messages_per_consumer,
-            failover_delay_ms=self.active_consumer_failover_delay_time_millis,
-            failover_consistent_hashing=self.active_consumer_failover_consistent_hashing,
-            partition_index=dispatcher_partition_index(topic, partition),
-            topic_name=pulsar_topic_name(topic, partition),
-        )
-
-    def deduplication_enabled(self, topic: str) -> bool:
-        return deduplication_enabled(self.deduplication, self.broker_deduplication_enabled, topic)
 
 
 class Reject(NamedTuple):
@@ -219,7 +170,7 @@ class PartitionState:
         # (NonPersistentSubscription.acknowledgeMessage and redeliverUnacknowledgedMessages are
         # no-ops) and no unacked count (Consumer.addAndGetUnAckedMsgs counts only when
         # isPersistentTopic). Those events are consumed without effect; consumers still come and go.
-        if self.topic.startswith("non-persistent://"):
+        if is_non_persistent(self.topic):
             effective = live & ~np.isin(batch.type, _NON_PERSISTENT_INERT)
         else:
             effective = live

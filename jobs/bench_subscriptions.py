@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.failover import FailoverSettings, pulsar_topic_name, select_active, select_active_many
+from engine.failover import FailoverSettings, select_active, select_active_many
+from engine.topic import partition_name
 from jobs.bench import Figure
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ class FailoverWorkload:
 
     def full_topic_names(self) -> list[str]:
         pairs = zip(self.topic.tolist(), self.partition.tolist(), strict=True)
-        return [pulsar_topic_name(t, p) for t, p in pairs]
+        return [partition_name(t, p) for t, p in pairs]
 
     def describe(self) -> str:
         partitioned = int(np.count_nonzero(self.partition >= 0))

@@ -57,9 +57,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.topic import complete_name, partition_name
 from jobs.errors import AckstateError
 from jobs.retry import DEFAULT_ATTEMPTS, retry_on_conflict
-from jobs.stats import TopicFilter, normalize_topic, topic_name
+from jobs.stats import TopicFilter
 from jobs.tables import table_path
 from schemas.tables import TABLE_KEYS, TABLES
 
@@ -123,7 +124,7 @@ class LedgerTrim:
             )
         explicit = re.fullmatch(r"(.+[^:/]):(-?\d+)", target.strip())
         if explicit:
-            return cls(normalize_topic(explicit[1]), int(explicit[2]), int(ledger))
+            return cls(complete_name(explicit[1]), int(explicit[2]), int(ledger))
         selected = TopicFilter.parse(target)
         if selected.base is not None:
             return cls(selected.base, selected.partition, int(ledger))
@@ -133,7 +134,7 @@ class LedgerTrim:
         return topic == self.topic and (self.partition is None or partition == self.partition)
 
     def __str__(self) -> str:
-        where = self.topic if self.partition is None else topic_name(self.topic, self.partition)
+        where = self.topic if self.partition is None else partition_name(self.topic, self.partition)
         return f"{where}={self.first_retained_ledger}"
 
 
@@ -266,7 +267,7 @@ class PartitionTrim:
 
     @property
     def name(self) -> str:
-        return topic_name(self.topic, self.partition)
+        return partition_name(self.topic, self.partition)
 
 
 @dataclass

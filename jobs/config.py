@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import sys
 import tomllib
 from collections.abc import Mapping
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import jobs
+from engine.topic import is_persistent, split_partition
 from jobs.errors import ConfigError
 
 log = logging.getLogger("ackstate.config")
@@ -181,21 +181,18 @@ def _deduplication_policies(
     for key, value in merged.items():
         if not isinstance(value, bool):
             raise ConfigError(f"[deduplication] {key!r} in {source} must be true or false, got {value!r}")
-        topic = key.startswith("persistent://") and key.count("/") == 4
+        topic = is_persistent(key) and key.count("/") == 4
         if not topic and not (key.count("/") == 1 and "://" not in key and all(key.split("/"))):
             raise ConfigError(
                 f"[deduplication] {key!r} in {source}: give a persistent topic "
                 "(persistent://tenant/namespace/name) or a namespace (tenant/namespace)"
             )
-        if topic and _PARTITION_SUFFIX.search(key):
+        if topic and split_partition(key)[1] is not None:
             raise ConfigError(
                 f"[deduplication] {key!r} in {source}: a policy is set on the topic, "
                 "without -partition-N; it applies to every partition"
             )
     return merged
-
-
-_PARTITION_SUFFIX = re.compile(r"-partition-[0-9]+$")
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

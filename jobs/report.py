@@ -26,8 +26,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.topic import partition_name
 from jobs.errors import AckstateError
-from jobs.stats import TopicFilter, topic_name
+from jobs.stats import TopicFilter
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -82,7 +83,7 @@ def build_series(
         when = row["last_event_time"]
         if when is None:
             continue
-        name = f"{topic_name(t, p)} {sub}"
+        name = f"{partition_name(t, p)} {sub}"
         value = (int(row["msg_backlog"] or 0), int(row["non_contiguous_deleted_ranges"] or 0))
         series = points.setdefault(name, {})
         series[int(when)] = max(series.get(int(when), value), value)
@@ -118,7 +119,7 @@ def bucket_redeliveries(
         if row["requested_at"] is None or key in seen:
             continue
         seen.add(key)
-        name = f"{topic_name(t, p)} {sub}"
+        name = f"{partition_name(t, p)} {sub}"
         requests.append((int(row["requested_at"]), name if name in names else "other"))
     if not requests:
         return [], {}, 0

@@ -2,7 +2,7 @@
 
 Two layers, so that the JSON shape can be tested in milliseconds and the Spark part stays thin:
 
-* pure functions (no Spark): ``topic_name``, ``TopicFilter``, ``build_stats`` and
+* pure functions (no Spark): ``TopicFilter``, ``build_stats`` and
   ``build_internal_stats`` turn plain rows (a ``pyarrow.Table``, dicts or Spark ``Row``s) into
   the dict that is printed;
 * command functions (``stats_command``, ``internal_stats_command``): read the ``cursors`` and
@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine import CorruptState, Cursor, Ledgers
+from engine.topic import complete_name, is_non_persistent, partition_name, split_partition
 from jobs.errors import AckstateError
 
 if TYPE_CHECKING:
@@ -78,7 +78,6 @@ INTERNAL_PARTITION_COLUMNS: tuple[str, ...] = ("topic", "partition", "ledgers")
 
 # Pulsar tracks unacked messages per consumer only where several consumers share the entries.
 _UNACKED_TRACKING_TYPES = frozenset({"Shared", "Key_Shared"})
-_PARTITION_SUFFIX = re.compile(r"^(?P<base>.+)-partition-(?P<index>\d+)$")
 
 
 # ---- errors --------------------------------------------------------------------------------
@@ -107,27 +106,6 @@ class SubscriptionNotFoundError(NotFoundError):
 
 
 # ---- topic names ----------------------------------------------------------------------------
-def topic_name(topic: str, partition: int) -> str:
-    """Pulsar's name of one topic partition (TopicName.getPartition): -1 is the topic itself."""
-    if partition is None or partition < 0:
-        return topic
-    return f"{topic}-partition-{partition}"
-
-
-def normalize_topic(text: str) -> str:
-    """Complete a short name as ``pulsar-admin`` does (TopicName): ``x`` and ``t/ns/x`` mean
-    ``persistent://public/default/x`` and ``persistent://t/ns/x``."""
-    text = text.strip()
-    if "://" in text:
-        return text
-    parts = text.split("/")
-    if len(parts) == 1:
-        return f"persistent://public/default/{text}"
-    if len(parts) == 3:
-        return f"persistent://{text}"
-    return text
-
-
 @dataclass(frozen=True, slots=True)
 class TopicFilter:
     """What ``--topic`` selects: a topic with all its partitions, or one partition.
@@ -142,11 +120,11 @@ class TopicFilter:
 
     @classmethod
     def parse(cls, text: str) -> TopicFilter:
-        name = normalize_topic(text)
-        match = _PARTITION_SUFFIX.match(name)
-        if match is None:
+        name = complete_name(text)
+        base, partition = split_partition(name)
+        if partition is None:
             return cls(name)
-        return cls(name, match["base"], int(match["index"]))
+        return cls(name, base, partition)
 
     def matches(self, topic: str, partition: int) -> bool:
         return topic == self.name or (topic == self.base and partition == self.partition)
@@ -195,7 +173,7 @@ def build_stats(
         key = (t, p)
         name = names.get(key)
         if name is None:
-            name = names[key] = topic_name(t, p)
+            name = names[key] = partition_name(t, p)
         found = result.get(name)
         if found is None:
             found = result[name] = {"subscriptions": {}}
@@ -214,12 +192,12 @@ def build_stats(
         ):
             continue
         members = None if consumers is None else consumers.get((t, p, sub), [])
-        if t.startswith("non-persistent://") and members is not None and not members:
+        if is_non_persistent(t) and members is not None and not members:
             # a non-persistent subscription is removed with its last consumer
             # (NonPersistentTopic.unsubscribe after NonPersistentSubscription.removeConsumer)
             continue
         stats = subscription_stats(sub_type, backlog, ranges, members)
-        if t.startswith("non-persistent://"):
+        if is_non_persistent(t):
             # NonPersistentSubscription.getStats never sets activeConsumerName
             stats.pop("activeConsumerName", None)
         entry(t, p)["subscriptions"][sub] = stats
@@ -242,7 +220,7 @@ def _add_publishers(
     for t, p, name, drops in zip(*(cols[c] for c in PRODUCER_COLUMNS), strict=True):
         if selected is not None and not selected.matches(t, p):
             continue
-        key = topic_name(t, p)
+        key = partition_name(t, p)
         if key not in result and not add_topics:
             continue
         entry(t, p)
@@ -256,7 +234,7 @@ def publisher_stats(topic: str, producer_name: str, msg_drop_count: int | None) 
     ``msgDropRate`` (NonPersistentPublisherStatsImpl, a rate over the stats interval); ackstate
     knows the exact count of dropped messages and prints that as ``msgDropCount``."""
     stats: dict[str, Any] = {"producerName": producer_name}
-    if topic.startswith("non-persistent://"):
+    if is_non_persistent(topic):
         stats["msgDropCount"] = msg_drop_count or 0
     return stats
 
@@ -344,7 +322,7 @@ def build_internal_stats(
     cols = _columns(partition_rows, INTERNAL_PARTITION_COLUMNS)
     for t, p, blob in zip(cols["topic"], cols["partition"], cols["ledgers"], strict=True):
         if wanted(t, p):
-            ledgers[(t, p)] = _decode(Ledgers.decode, blob, f"ledgers of {topic_name(t, p)}")
+            ledgers[(t, p)] = _decode(Ledgers.decode, blob, f"ledgers of {partition_name(t, p)}")
 
     states: dict[tuple[str, int], dict[str, bytes]] = {}
     cols = _columns(cursor_rows, INTERNAL_CURSOR_COLUMNS)
@@ -355,7 +333,7 @@ def build_internal_stats(
     keys = set(states) if subscription is not None else set(states) | set(ledgers)
     result: dict[str, Any] = {}
     for t, p in keys:
-        name = topic_name(t, p)
+        name = partition_name(t, p)
         cursors = {
             sub: _decode(Cursor.decode, state, f"cursor state of {name} subscription {sub}")
             for sub, state in states.get((t, p), {}).items()

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 from engine import Cursor, Ledgers, MessageId, Position
+from engine.topic import partition_name
 from jobs.errors import AckstateError
 from jobs.stats import (
     CorruptCursorStateError,
@@ -23,7 +24,6 @@ from jobs.stats import (
     build_internal_stats,
     build_stats,
     require_found,
-    topic_name,
 )
 
 TOPIC = "persistent://public/default/orders"
@@ -64,12 +64,12 @@ def roundtrip(result: dict[str, Any]) -> dict[str, Any]:
 
 # ---- topic names -------------------------------------------------------------------------
 def test_partition_minus_one_is_the_topic_itself():
-    assert topic_name(TOPIC, -1) == TOPIC
+    assert partition_name(TOPIC, -1) == TOPIC
 
 
 def test_partition_n_is_named_with_partition_suffix():
-    assert topic_name(TOPIC, 0) == f"{TOPIC}-partition-0"
-    assert topic_name(TOPIC, 12) == f"{TOPIC}-partition-12"
+    assert partition_name(TOPIC, 0) == f"{TOPIC}-partition-0"
+    assert partition_name(TOPIC, 12) == f"{TOPIC}-partition-12"
 
 
 def test_topic_filter_base_name_selects_every_partition_and_the_plain_topic():

@@ -28,9 +28,9 @@ import pyarrow as pa
 from engine.failover import (
     FailoverSettings,
     dispatcher_partition_index,
-    pulsar_topic_name,
     select_active_many,
 )
+from engine.topic import partition_name
 from schemas.udf import FAILOVER_INPUT_COLUMNS, FAILOVER_OUTPUT
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ def failover_rows(consumers: pa.Table, settings: FailoverSettings) -> pa.Table:
         rows, sub_code, row_list = rows[order], sub_code[order], rows[order].tolist()
         names = consumers.column("consumer_name").to_pylist()
         dispatcher = {
-            (t, p): (pulsar_topic_name(t, p), dispatcher_partition_index(t, p))
+            (t, p): (partition_name(t, p), dispatcher_partition_index(t, p))
             for t, p in {(topics[i], partitions[i]) for i in row_list}
         }
         selection = select_active_many(

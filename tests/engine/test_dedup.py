@@ -20,7 +20,6 @@ from engine.dedup import (
     UNKNOWN,
     Producer,
     Receipt,
-    deduplication_enabled,
     is_duplicate,
 )
 from engine.errors import CorruptState
@@ -273,12 +272,17 @@ def test_send_failed_fails_every_waiting_send_of_every_producer():
 
 
 def test_per_topic_and_namespace_policies_override_the_broker_setting():
+    def enabled(policies: dict[str, bool], broker: bool, topic: str) -> bool:
+        return EngineSettings(
+            broker_deduplication_enabled=broker, deduplication=policies
+        ).deduplication_enabled(topic)
+
     policies = {"public/default": True, "persistent://public/default/off": False}
-    assert deduplication_enabled(policies, False, "persistent://public/default/on")
-    assert not deduplication_enabled(policies, False, "persistent://public/default/off")
-    assert not deduplication_enabled(policies, True, "persistent://public/default/off")
-    assert deduplication_enabled({}, True, "persistent://public/other/x")
-    assert not deduplication_enabled({"public/default": True}, True, "non-persistent://public/default/x")
+    assert enabled(policies, False, "persistent://public/default/on")
+    assert not enabled(policies, False, "persistent://public/default/off")
+    assert not enabled(policies, True, "persistent://public/default/off")
+    assert enabled({}, True, "persistent://public/other/x")
+    assert not enabled({"public/default": True}, True, "non-persistent://public/default/x")
     settings = EngineSettings.from_config({"deduplication": {"persistent://public/default/dedup": True}})
     t = Partition(settings=settings)
     t.send("p", 0)

@@ -16,11 +16,11 @@ from engine.failover import (
     dispatcher_partition_index,
     java_compare_key,
     java_name_order,
-    pulsar_topic_name,
     ring_points,
     select_active,
     select_active_many,
 )
+from engine.topic import partition_name
 from tests.schemas.shared_tools import load_scenario
 
 TOPIC = "persistent://public/default/failover"
@@ -70,7 +70,7 @@ def test_v34_add_remove_consumer_partition_4() -> None:
 def test_v35_partitioned_consumer_events(names: list[str], expected: str) -> None:
     """PersistentFailoverE2ETest.testSimpleConsumerEventsWithPartition: partitions 0-3."""
     consumers = [(0, n) for n in names]
-    got = "".join(_name(consumers, p, pulsar_topic_name(TOPIC, p)) for p in range(4))
+    got = "".join(_name(consumers, p, partition_name(TOPIC, p)) for p in range(4))
     assert got == expected
 
 
@@ -142,7 +142,7 @@ def test_partitioned_topic_hashes_its_full_partition_name_when_consistent_hashin
     consumers = [(0, n) for n in ("c1", "c2", "c3")]
     picks = []
     for p in range(8):
-        full = pulsar_topic_name(TOPIC, p)
+        full = partition_name(TOPIC, p)
         assert full == f"{TOPIC}-partition-{p}"
         expected = ["c1", "c2", "c3"][_by_hand_ring_pick(["c1", "c2", "c3"], full)]
         assert _name(consumers, p, full, ring=True) == expected
@@ -161,7 +161,7 @@ def test_dispatcher_partition_index() -> None:
     # NonPersistentSubscription.addConsumer: "assume index 0 to pick a predictable consumer"
     assert dispatcher_partition_index("non-persistent://t/ns/x", -1) == 0
     assert dispatcher_partition_index("non-persistent://t/ns/x", 2) == 2
-    assert pulsar_topic_name("persistent://t/ns/x", -1) == "persistent://t/ns/x"
+    assert partition_name("persistent://t/ns/x", -1) == "persistent://t/ns/x"
 
 
 def test_settings_from_config_default_to_pulsar_4_0() -> None:
@@ -194,7 +194,7 @@ def _replay(scenario: dict[str, Any]) -> list[tuple[int, int, str | None, str | 
                 gone = [e for e in connected if e["consumer_id"] == event["consumer_id"]]
                 if gone:
                     connected.remove(gone[0])
-        topic = pulsar_topic_name(f"{scenario['topic']}-cp{after}", partition)
+        topic = partition_name(f"{scenario['topic']}-cp{after}", partition)
         consumers = [(e.get("priority_level", 0), e["consumer_name"]) for e in connected]
         index = select_active(consumers, dispatcher_partition_index(topic, partition), topic, False)
         computed = None if index is None else consumers[index][1]
@@ -226,7 +226,7 @@ def _subscriptions(draw: st.DrawFn) -> list[tuple[int, int, str, int, str]]:
     rows = []
     for group in range(draw(st.integers(1, 12))):
         partition = draw(st.sampled_from([-1, 0, 1, 2, 5]))
-        topic = pulsar_topic_name(f"persistent://t/ns/{draw(st.integers(0, 3))}", partition)
+        topic = partition_name(f"persistent://t/ns/{draw(st.integers(0, 3))}", partition)
         for _ in range(draw(st.integers(1, 6))):
             rows.append((group * 7 + 3, draw(st.integers(0, 2)), draw(_NAMES), partition, topic))
     order = draw(st.permutations(range(len(rows))))

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from engine.failover import FailoverSettings, dispatcher_partition_index, pulsar_topic_name, select_active
+from engine.failover import FailoverSettings, dispatcher_partition_index, select_active
+from engine.topic import partition_name
 from jobs.tables import read_table, table_path
 from schemas.tables import CONSUMERS
 from tests.schemas.shared_tools import load_scenario
@@ -150,7 +151,7 @@ def test_udf_agrees_with_the_engine_per_subscription(
         index = select_active(
             [(m["priority_level"], m["consumer_name"]) for m in live],
             0 if members[0]["sub_type"] == "Exclusive" else dispatcher_partition_index(topic, partition),
-            pulsar_topic_name(topic, partition),
+            partition_name(topic, partition),
             consistent_hashing,
         )
         want = {m["consumer_id"]: False for m in members}

@@ -1,0 +1,66 @@
+"""The broker settings the engine obeys: each declared once, with Pulsar 4.0's default.
+
+A field is named after the ``broker.conf`` key it mirrors, in snake_case
+(``acknowledgmentAtBatchIndexLevelEnabled`` -> ``acknowledgment_at_batch_index_level_enabled``),
+and that is also its key in ``--conf``: ``from_config`` reads every field by its own name, so a
+setting is added by adding a field here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from engine.subscription import SubscriptionSettings
+from engine.topic import is_persistent, namespace_of, partition_name
+
+_CONVERT = {"bool": bool, "int": int}
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    """Broker settings the engine obeys, named after Pulsar's (snake_case in ``--conf``)."""
+
+    acknowledgment_at_batch_index_level_enabled: bool = False
+    max_unacked_messages_per_consumer: int = 50_000
+    active_consumer_failover_delay_time_millis: int = 1_000
+    active_consumer_failover_consistent_hashing: bool = False
+    broker_deduplication_enabled: bool = False
+    max_concurrent_non_persistent_message_per_connection: int = 1000
+    #: the ``[deduplication]`` table: a full topic name (without ``-partition-N``) or
+    #: ``tenant/namespace`` -> bool, the topic and namespace policies over the broker setting
+    deduplication: Mapping[str, bool] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> EngineSettings:
+        """The settings named in ``config`` (the ``--conf`` engine keys); defaults for the rest."""
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name == "deduplication":
+                values[f.name] = {str(k): bool(v) for k, v in (config.get(f.name) or {}).items()}
+            elif f.name in config:
+                values[f.name] = _CONVERT[str(f.type)](config[f.name])
+        return cls(**values)
+
+    def for_partition(self, topic: str, partition: int) -> SubscriptionSettings:
+        from engine.failover import dispatcher_partition_index
+
+        return SubscriptionSettings(
+            batch_index_ack=self.acknowledgment_at_batch_index_level_enabled,
+            max_unacked_messages_per_consumer=self.max_unacked_messages_per_consumer,
+            failover_delay_ms=self.active_consumer_failover_delay_time_millis,
+            failover_consistent_hashing=self.active_consumer_failover_consistent_hashing,
+            partition_index=dispatcher_partition_index(topic, partition),
+            topic_name=partition_name(topic, partition),
+        )
+
+    def deduplication_enabled(self, topic: str) -> bool:
+        """``PersistentTopic.isDeduplicationEnabled``: the topic policy, else the namespace's,
+        else the broker's ``brokerDeduplicationEnabled`` (``HierarchyTopicPolicies``). Always
+        false on a non-persistent topic."""
+        if not is_persistent(topic):
+            return False
+        if topic in self.deduplication:
+            return self.deduplication[topic]
+        return self.deduplication.get(namespace_of(topic), self.broker_deduplication_enabled)
