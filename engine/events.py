@@ -85,9 +85,9 @@ class EventBatch:
         """The same events reordered (used to sort by seq); message arrays are regathered."""
         counts = np.diff(self.msg_offsets)[order]
         starts = self.msg_offsets[:-1][order]
-        midx = _gather_ranges(starts, counts)
+        midx = gather_ranges(starts, counts)
         ac_counts = np.diff(self.ackset_offsets)[midx]
-        ac_idx = _gather_ranges(self.ackset_offsets[:-1][midx], ac_counts)
+        ac_idx = gather_ranges(self.ackset_offsets[:-1][midx], ac_counts)
         return EventBatch(
             seq=self.seq[order],
             event_time=self.event_time[order],
@@ -194,7 +194,7 @@ def _num(value: Any) -> int:
     return -1 if value is None else int(value)
 
 
-def _gather_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+def gather_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Indices ``starts[i] .. starts[i] + counts[i] - 1`` for all i, concatenated, no loop."""
     total = int(counts.sum())
     if total == 0:

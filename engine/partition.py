@@ -52,7 +52,7 @@ from engine.events import (
     REDELIVER,
     SUBSCRIBE,
     EventBatch,
-    _gather_ranges,
+    gather_ranges,
 )
 from engine.keyshared import sticky_key_hash
 from engine.ledgers import Ledgers
@@ -592,7 +592,7 @@ class PartitionState:
                 )
             seg = seg[known]
         counts = np.diff(batch.msg_offsets)[seg]
-        midx = _gather_ranges(batch.msg_offsets[:-1][seg], counts)
+        midx = gather_ranges(batch.msg_offsets[:-1][seg], counts)
         if midx.size == 0:
             return
         ev_of_msg = np.repeat(np.arange(seg.size), counts)

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import logging
-import os
 import queue
 import re
 import time
@@ -273,9 +272,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 # ---- one micro-batch ------------------------------------------------------------------
-KILL_AT_ENV = "ACKSTATE_KILL_AT"
-"""Crash testing: ``<batch id>:<phase>`` (e.g. ``1:merge cursors``) makes the process exit
-abruptly (``os._exit``, like ``kill -9``) right after that phase of that batch."""
 
 
 _CONSUMER_TABLES = {
@@ -326,19 +322,13 @@ class _SharedFrames:
         return _Frames(**{name: session.table(f"global_temp.{view}") for name, view in self.views.items()})
 
 
-class SimulatedCrash(RuntimeError):
-    """Raised at a kill point by in-process crash tests (``BatchWriter(kill_at=..., hard=False)``)."""
-
-
 class _Phases:
     """Wall time of each phase of a batch, logged at DEBUG: where a slow batch spends its time.
-    Also the kill points of the crash tests."""
+    ``on_phase`` is called after each one (the crash tests kill the job there)."""
 
-    def __init__(
-        self, batch_id: int, kill_at: str | None, hard: bool, on_phase: Callable[[int, str], None] | None
-    ) -> None:
+    def __init__(self, batch_id: int, on_phase: Callable[[int, str], None] | None) -> None:
         self.batch_id, self.last = batch_id, time.time()
-        self.kill_at, self.hard, self.on_phase = kill_at, hard, on_phase
+        self.on_phase = on_phase
 
     def done(self, phase: str, since: float | None = None) -> None:
         """``phase`` ended now; it began at the previous phase's end, or at ``since`` for a
@@ -351,13 +341,6 @@ class _Phases:
             self.last = now
         if self.on_phase is not None:
             self.on_phase(self.batch_id, phase)
-        if self.kill_at == f"{self.batch_id}:{phase}":
-            if self.hard:
-                log.warning(
-                    "killing the process after %s of batch %d (%s)", phase, self.batch_id, KILL_AT_ENV
-                )
-                os._exit(137)
-            raise SimulatedCrash(f"simulated crash after {phase} of batch {self.batch_id}")
 
 
 class BatchWriter:
@@ -367,15 +350,12 @@ class BatchWriter:
         self,
         options: IngestOptions,
         *,
-        kill_at: str | None = None,
-        hard: bool = True,
         on_phase: Callable[[int, str], None] | None = None,
     ) -> None:
         self.options = options
-        self.kill_at = kill_at if kill_at is not None else os.environ.get(KILL_AT_ENV)
-        self.hard = hard
         self.on_phase = on_phase
-        """Called after each phase of each batch: tests interleave other jobs with a batch."""
+        """Called after each phase of each batch (``batch id``, phase name, e.g. ``merge
+        cursors``): tests interleave other jobs with a batch, or crash it there."""
         self._first_batch = True
         self._sessions: list[SparkSession] = []  # for concurrent writes (_write_sessions)
         self.repeats: int | None = -1
@@ -385,7 +365,7 @@ class BatchWriter:
     def __call__(self, raw: DataFrame, batch_id: int) -> None:
         spark = raw.sparkSession
         started = time.time()
-        self._phases = _Phases(batch_id, self.kill_at, self.hard, self.on_phase)
+        self._phases = _Phases(batch_id, self.on_phase)
         tag = f"{self.options.app_id}:{batch_id}"
         repeat = self._first_batch and self.repeats in (-1, batch_id)
         pinned = self._pinned_versions(spark, tag) if repeat else {}
@@ -590,7 +570,7 @@ class BatchWriter:
             F.to_timestamp(F.lit(started)).alias("started_at"),
             F.current_timestamp().alias("finished_at"),
         )
-        self._append(row, "ingest_batches", batch_id, tag)
+        self.append(row, "ingest_batches", batch_id, tag)
         return figures
 
     # ---- the table writes of a batch ---------------------------------------------------------
@@ -695,7 +675,7 @@ class BatchWriter:
         all_rejects = frames.rejected.select(*REJECTED_EVENT_COLUMNS).unionByName(
             engine_rejects.select(*REJECTED_EVENT_COLUMNS)
         )
-        self._append(
+        self.append(
             all_rejects.select("*", *lineage, F.current_timestamp().alias("rejected_at")),
             "rejected_events",
             batch_id,
@@ -728,7 +708,7 @@ class BatchWriter:
             "state_changed",
         )
         always = ["msg_backlog", "last_seq", "last_event_time", "query_id", "batch_id", "updated_at"]
-        self._merge(
+        self.merge(
             spark,
             "cursors",
             cursor_rows,
@@ -753,13 +733,13 @@ class BatchWriter:
             F.current_timestamp().alias("updated_at"),
             "producers_state",
         )
-        self._merge(spark, "topic_partitions", part_rows, batch_id, tag)
+        self.merge(spark, "topic_partitions", part_rows, batch_id, tag)
 
     def _write_ranges(self, spark: SparkSession, out: DataFrame, batch_id: int, tag: str) -> None:
-        self._merge_changes(spark, "ack_ranges", ack_range_rows(out), batch_id, tag)
+        self.merge_changes(spark, "ack_ranges", ack_range_rows(out), batch_id, tag)
 
     def _write_batch_acks(self, spark: SparkSession, out: DataFrame, batch_id: int, tag: str) -> None:
-        self._merge_changes(spark, "batch_acks", batch_ack_rows(out), batch_id, tag)
+        self.merge_changes(spark, "batch_acks", batch_ack_rows(out), batch_id, tag)
 
     def _write_ledgers(self, spark: SparkSession, out: DataFrame, batch_id: int, tag: str) -> None:
         from pyspark.sql import functions as F
@@ -773,7 +753,7 @@ class BatchWriter:
             "entries",
             "op",
         )
-        self._merge_changes(spark, "ledgers", ledgers, batch_id, tag)
+        self.merge_changes(spark, "ledgers", ledgers, batch_id, tag)
 
     def _write_consumer_table(
         self,
@@ -800,7 +780,7 @@ class BatchWriter:
                 *lineage,
                 now,
             )
-            self._merge(spark, "consumers", rows, batch_id, tag)
+            self.merge(spark, "consumers", rows, batch_id, tag)
         elif kind == PENDING:
             rows = rows.select(
                 "topic",
@@ -818,7 +798,7 @@ class BatchWriter:
                 "ack_timeout_at",
                 "op",
             )
-            self._merge_changes(spark, "pending_acks", rows, batch_id, tag)
+            self.merge_changes(spark, "pending_acks", rows, batch_id, tag)
         elif kind == REDELIVERY:
             rows = rows.select(
                 "topic",
@@ -838,7 +818,7 @@ class BatchWriter:
                 now,
                 "op",
             )
-            self._merge_changes(spark, "redeliveries", rows, batch_id, tag)
+            self.merge_changes(spark, "redeliveries", rows, batch_id, tag)
         else:
             assert kind == ACTIVE_CHANGE
             rows = rows.select(
@@ -850,9 +830,9 @@ class BatchWriter:
                 *lineage,
                 now,
             )
-            self._merge(spark, "active_consumer_changes", rows, batch_id, tag, matched=[])
+            self.merge(spark, "active_consumer_changes", rows, batch_id, tag, matched=[])
 
-    def _append(self, df: DataFrame, table: str, batch_id: int, tag: str) -> None:
+    def append(self, df: DataFrame, table: str, batch_id: int, tag: str) -> None:
         began = time.time()
         (
             df.select(*[f.name for f in TABLES[table].fields])
@@ -865,7 +845,7 @@ class BatchWriter:
         )
         self._phases.done(f"write {table}", since=began)
 
-    def _merge(
+    def merge(
         self,
         spark: SparkSession,
         table: str,
@@ -908,12 +888,12 @@ class BatchWriter:
         self._idempotent(spark, batch_id, tag, merge.execute, app_id)
         self._phases.done(f"merge {table}", since=began)
 
-    def _merge_changes(
+    def merge_changes(
         self, spark: SparkSession, table: str, source: DataFrame, batch_id: int, tag: str
     ) -> None:
         """MERGE projection changes: rows tagged ``op = delete`` are removed, the rest upserted."""
         is_delete = f"s.op = '{DELETE}'"
-        self._merge(spark, table, source, batch_id, tag, delete_when=is_delete, insert=f"NOT ({is_delete})")
+        self.merge(spark, table, source, batch_id, tag, delete_when=is_delete, insert=f"NOT ({is_delete})")
 
     def _idempotent(
         self, spark: SparkSession, batch_id: int, tag: str, action: Any, app_id: str | None = None

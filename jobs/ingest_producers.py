@@ -64,7 +64,7 @@ def write_producer_tables(
             *lineage,
             now,
         )
-        writer._merge(spark, "producers", rows, batch_id, tag)
+        writer.merge(spark, "producers", rows, batch_id, tag)
     if RECEIPT in kinds:  # this batch's SENDs are new rows (a seq is applied once): appended
         persisted = F.col("ledger_id").isNotNull()
         rows = out.filter(F.col("kind") == RECEIPT).select(
@@ -85,7 +85,7 @@ def write_producer_tables(
             *lineage,
             now,
         )
-        writer._append(rows, "send_receipts", batch_id, tag)
+        writer.append(rows, "send_receipts", batch_id, tag)
     if LATE_RECEIPT in kinds:  # answers to SENDs of earlier batches: their rows, by seq
         answered = F.col("ledger_id").isNotNull()
         late = out.filter(F.col("kind") == LATE_RECEIPT).select(
@@ -106,7 +106,7 @@ def write_producer_tables(
                 for f in TABLES["send_receipts"].fields
             ]
         )
-        writer._merge(
+        writer.merge(
             spark,
             "send_receipts",
             rows,

@@ -27,6 +27,22 @@ DEMO_FILES = 3
 _DEMO: dict[str, Path] = {}
 
 
+class SimulatedCrash(RuntimeError):
+    """What ``crash_at`` raises: the batch fails there, as in a crash, and the streaming
+    checkpoint keeps it uncommitted."""
+
+
+def crash_at(point: str) -> Callable[[int, str], None]:
+    """A ``BatchWriter`` ``on_phase`` that fails the batch right after ``<batch id>:<phase>``
+    (e.g. ``1:merge cursors``)."""
+
+    def on_phase(batch_id: int, phase: str) -> None:
+        if f"{batch_id}:{phase}" == point:
+            raise SimulatedCrash(f"simulated crash after {phase} of batch {batch_id}")
+
+    return on_phase
+
+
 def ingest(
     spark: SparkSession,
     source: Path,
@@ -44,7 +60,14 @@ def ingest(
     options = IngestOptions(
         source=str(source), warehouse=warehouse, max_files_per_trigger=1, write_threads=write_threads
     )
-    writer = BatchWriter(options, kill_at=kill_at, hard=False, on_phase=on_phase)
+
+    def phases(batch_id: int, phase: str) -> None:
+        if on_phase is not None:
+            on_phase(batch_id, phase)
+        if kill_at is not None:
+            crash_at(kill_at)(batch_id, phase)
+
+    writer = BatchWriter(options, on_phase=phases)
     query = start_ingest(spark, options, writer)
     try:
         query.awaitTermination()

@@ -22,9 +22,11 @@ from pyspark.errors import StreamingQueryException
 
 from engine import EngineSettings, EventBatch, PartitionState
 from jobs.generate import MALFORMED_KEY, RAW_KEY, iter_events
-from jobs.ingest import KILL_AT_ENV, BatchWriter, IngestOptions, start_ingest
+from jobs.ingest import BatchWriter, IngestOptions, start_ingest
 from jobs.tables import read_table
 from schemas.tables import TABLES
+from tests.spark._warehouse import crash_at
+from tests.spark.killed_cli import KILL_AT_ENV
 
 LINEAGE = {
     "query_id",
@@ -80,7 +82,8 @@ def _options(source: Path, warehouse: Path, checkpoint: Path | None = None) -> I
 
 
 def _run(spark, options: IngestOptions, kill_at: str | None = None) -> None:
-    query = start_ingest(spark, options, BatchWriter(options, kill_at=kill_at, hard=False))
+    on_phase = crash_at(kill_at) if kill_at is not None else None
+    query = start_ingest(spark, options, BatchWriter(options, on_phase=on_phase))
     if kill_at is None:
         query.awaitTermination()
         assert query.exception() is None
@@ -182,8 +185,7 @@ def test_killed_process_between_state_and_projections_restarts_exactly(spark, wo
     _write_source(tmp_path / "source", workload)
     cmd = [
         sys.executable,
-        "-m",
-        "jobs.cli",
+        str(Path(__file__).with_name("killed_cli.py")),
         "ingest",
         "--source",
         str(tmp_path / "source"),

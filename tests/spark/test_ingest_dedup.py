@@ -20,6 +20,7 @@ from pyspark.errors import StreamingQueryException
 from engine import EngineSettings, EventBatch, PartitionState
 from jobs.ingest import BatchWriter, IngestOptions, start_ingest
 from jobs.tables import read_table
+from tests.spark._warehouse import crash_at
 
 TOPIC = "persistent://public/default/ingest-dedup"
 NP_TOPIC = "non-persistent://public/default/ingest-dedup"
@@ -220,7 +221,7 @@ def test_crash_between_the_producer_writes_then_restart_equals_a_clean_run(spark
     _, expected = clean
     _write(tmp_path / "source", _stream())
     options = _options(tmp_path)
-    query = start_ingest(spark, options, BatchWriter(options, kill_at="1:write send_receipts", hard=False))
+    query = start_ingest(spark, options, BatchWriter(options, on_phase=crash_at("1:write send_receipts")))
     with pytest.raises(StreamingQueryException, match="simulated crash"):
         query.awaitTermination()
     query = start_ingest(spark, options)
