@@ -1,8 +1,8 @@
 """``ackstate bench``: the performance figures of DESIGN.md, measured, never asserted in tests.
 
 Each figure is the median of ``--runs`` runs and is printed with the machine and versions.
-``--engine`` measures the engine alone (no Spark): apply throughput of an ack-heavy stream on
-one core, and the exact state size of a cursor with 10,000,000 ack holes. ``--ingest``
+``--engine`` measures the engine alone (no Spark): apply throughput of an ack-heavy stream and of
+the generated mix on one core, and the exact state size of a cursor with 10,000,000 ack holes. ``--ingest``
 (``jobs.bench_ingest``) measures the streaming ingest end to end against a Spark pass-through.
 ``--subscriptions`` (``jobs.bench_subscriptions``) measures per-subscription work (Failover
 assignment) over 100,000 subscriptions, in the engine and through its Spark UDF;
@@ -27,6 +27,7 @@ from engine import Cursor, EngineSettings, EventBatch, Ledgers, PartitionState, 
 from engine.events import ACK, ACK_INDIVIDUAL, PUBLISH, SUBSCRIBE
 
 ENGINE_TARGET_EVENTS_PER_S = 1_000_000
+MIX_TARGET_EVENTS_PER_S = 500_000
 HOLE_TARGET_BYTES = 4.0
 
 
@@ -137,6 +138,42 @@ def bench_engine_apply(runs: int, quick: bool) -> Figure:
     )
 
 
+def generated_mix(events: int, seed: int) -> list[tuple[str, int, EventBatch]]:
+    """``ackstate generate``'s workload, one batch per topic partition (as the apply UDF gets it)."""
+    from collections import defaultdict
+
+    from jobs.generate import generate_records
+
+    by_partition: dict[tuple[str, int], list[dict[str, object]]] = defaultdict(list)
+    for record in generate_records(events, seed=seed):
+        by_partition[(str(record["topic"]), int(record.get("partition", -1)))].append(record)  # type: ignore[call-overload]
+    return [(t, p, EventBatch.from_records(rows)) for (t, p), rows in sorted(by_partition.items())]
+
+
+def bench_engine_mix(runs: int, quick: bool) -> Figure:
+    """The engine on the generated mix (about half DISPATCH, a third ACK, the rest PUBLISH and
+    consumer events), every topic partition applied from an empty state, as one micro-batch."""
+    batches = generated_mix(50_000 if quick else 400_000, seed=3)
+    events = sum(len(batch) for _, _, batch in batches)
+    settings = EngineSettings()
+
+    def measure() -> float:
+        states = [(PartitionState(t, p), batch) for t, p, batch in batches]
+        started = time.perf_counter()
+        for state, batch in states:
+            state.apply(batch, settings)
+        return events / (time.perf_counter() - started)
+
+    value, values = _median_of(runs, measure)
+    return Figure(
+        f"engine apply, generated mix ({events:,} events)",
+        value,
+        "events/s",
+        f">= {MIX_TARGET_EVENTS_PER_S:,}",
+        values,
+    )
+
+
 def holes_cursor(holes: int, seed: int) -> tuple[Cursor, Ledgers]:
     """A cursor whose acked entries are separated by 1..3 unacked ones: ``holes`` ack holes."""
     rng = np.random.default_rng(seed)
@@ -178,7 +215,8 @@ def run(args: argparse.Namespace) -> int:
     for name in selected:
         if name == "engine":
             print("engine (one core, no Spark):")
-            for figure in [bench_engine_apply(runs, args.quick), *bench_holes(runs, args.quick)]:
+            engine = [bench_engine_apply(runs, args.quick), bench_engine_mix(runs, args.quick)]
+            for figure in [*engine, *bench_holes(runs, args.quick)]:
                 print(figure.line())
         elif name == "ingest":
             from jobs.bench_ingest import bench_ingest

@@ -334,6 +334,21 @@ class _Unit:
         self.startup: deque[tuple[Any, ...]] = deque()
 
 
+def generate_records(
+    events: int,
+    *,
+    topics: int = DEFAULT_TOPICS,
+    partitions: int = DEFAULT_PARTITIONS,
+    subscriptions_per_topic: int = DEFAULT_SUBSCRIPTIONS,
+    seed: int = 0,
+) -> Iterator[dict[str, Any]]:
+    """The well-formed records ``generate`` writes, as dicts, without files (the engine bench
+    applies them directly)."""
+    for record in _Simulation(events, topics, partitions, subscriptions_per_topic, 0.0, seed).records():
+        assert isinstance(record, dict)
+        yield record
+
+
 class _Simulation:
     """The whole workload: topic partitions stepped in a seeded random interleaving."""
 
