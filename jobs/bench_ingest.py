@@ -7,13 +7,14 @@ One run, in the one session ``jobs.session.get_spark`` gives, over the same JSON
 (one file of ``events_per_batch`` events per micro-batch, ``maxFilesPerTrigger=1``,
 available-now trigger):
 
-* **pass-through**: a Structured Streaming query (text source) whose ``foreachBatch`` parses
-  every record with ``schemas.events.EVENT_SCHEMA`` (``from_json``), groups by (topic,
-  partition) (events, max seq, max event time) and appends the result to a Delta table; it
-  times each batch itself, from entering ``foreachBatch`` to the end of the Delta write. Spark
-  would otherwise prune the ``from_json`` schema down to the three fields the aggregate reads;
-  ackstate has to parse every field, so the pass-through does too (JSON expression optimisation
-  is off for that query only);
+* **pass-through**, the floor of this design: a Structured Streaming query (text source) whose
+  ``foreachBatch`` parses every record with ``schemas.events.EVENT_SCHEMA`` (``from_json``),
+  sends the columns the apply UDF gets (``schemas.udf.APPLY_EVENT_COLUMNS``) through a grouped
+  Arrow UDF per (topic, partition), as the apply must, and appends what the UDF returns (one
+  row per topic partition: events, last seq, last event time) to a Delta table. It times each
+  batch itself, from entering ``foreachBatch`` to the end of the Delta write. ackstate has to
+  parse every field, so the pass-through does too (JSON expression optimisation is off for
+  that query only, or Spark would prune the schema to the fields the query reads);
 * **ackstate**: ``jobs.ingest.start_ingest`` into a fresh warehouse; its per-batch figures are
   the ``ingest_batches`` rows it writes (``duration_ms``: from entering ``foreachBatch`` to
   before that row's own write), and the ``ackstate.ingest`` DEBUG lines "batch N: <phase> took
@@ -227,25 +228,45 @@ class RunResult:
     phases: dict[int, list[tuple[str, float]]] = field(default_factory=dict)
 
 
+PASSTHROUGH_OUTPUT = "topic string, partition int, events long, last_seq long, last_event_time long"
+
+
+def passthrough_group(key: Any, events: Any) -> Any:
+    """The pass-through's UDF: what a group cost to receive, and one row back (no engine)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    topic, partition = (k.as_py() for k in key)
+    return pa.table(
+        {
+            "topic": [topic],
+            "partition": pa.array([partition], pa.int32()),
+            "events": [events.num_rows],
+            "last_seq": [pc.max(events["seq"]).as_py()],
+            "last_event_time": [pc.max(events["event_time"]).as_py()],
+        }
+    )
+
+
 def run_passthrough(spark: SparkSession, source: str, work: Path) -> list[BatchTiming]:
-    """The Spark pass-through over ``source``: parse, group by (topic, partition), append to Delta."""
+    """The Spark pass-through over ``source``: parse, a grouped Arrow UDF per (topic, partition)
+    over the apply's columns, append to Delta."""
     from pyspark.sql import functions as F
 
     from schemas.events import EVENT_SCHEMA
+    from schemas.udf import APPLY_EVENT_COLUMNS
 
     table = str(work / "table")
     seconds: dict[int, float] = {}
+    columns = [c for c in APPLY_EVENT_COLUMNS if c != "_row"]
 
     def write(raw: Any, batch_id: int) -> None:
         started = time.perf_counter()
         events = raw.select(F.from_json("value", EVENT_SCHEMA).alias("e")).select("e.*")
         per_partition = (
-            events.groupBy("topic", "partition")
-            .agg(
-                F.count(F.lit(1)).alias("events"),
-                F.max("seq").alias("last_seq"),
-                F.max("event_time").alias("last_event_time"),
-            )
+            events.select(F.monotonically_increasing_id().alias("_row"), *columns)
+            .groupBy("topic", "partition")
+            .applyInArrow(passthrough_group, PASSTHROUGH_OUTPUT)
             .select("*", F.lit(batch_id).cast("long").alias("batch_id"))
         )
         per_partition.write.format("delta").mode("append").save(table)
