@@ -260,9 +260,7 @@ def _sub_state(sub: Subscription | None) -> bytes | None:
 
 
 def _sorted_pairs(pairs: set[tuple[int, Position]]) -> list[tuple[int, Position]]:
-    """``sorted(pairs)`` of (consumer id, position), sorted as columns when there are many."""
-    if len(pairs) < 256:
-        return sorted(pairs)
+    """``sorted(pairs)`` of (consumer id, position), through ``position_order``."""
     items = list(pairs)
     order = position_order([p for _, p in items], [c for c, _ in items])
     return list(map(items.__getitem__, order))
