@@ -12,12 +12,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.IntFunction;
-import javax.servlet.ServletRequest;
-import javax.servlet.ServletResponse;
-import org.apache.bookkeeper.mledger.Entry;
 import org.apache.bookkeeper.mledger.Position;
 import org.apache.pulsar.broker.PulsarService;
-import org.apache.pulsar.broker.intercept.BrokerInterceptor;
 import org.apache.pulsar.broker.service.Consumer;
 import org.apache.pulsar.broker.service.Producer;
 import org.apache.pulsar.broker.service.ServerCnx;
@@ -47,7 +43,7 @@ import org.slf4j.LoggerFactory;
  * is what arrives. No hook may throw or block: each builds its line and offers it to the
  * bounded {@link EventQueue}.
  */
-public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListener {
+public class AckstateInterceptor extends EmptyInterceptor implements TopicEventsListener {
     private static final Logger log = LoggerFactory.getLogger(AckstateInterceptor.class);
 
     static final String SINK_DIRECTORY = "ackstateSinkDirectory";
@@ -394,23 +390,8 @@ public class AckstateInterceptor implements BrokerInterceptor, TopicEventsListen
         }
     }
 
-    // ---- the rest of the interface -------------------------------------------------------
-    @Override
-    public void beforeSendMessage(Subscription subscription, Entry entry, long[] ackSet, MessageMetadata meta) {
-    }
-
-    @Override
-    public void onConnectionClosed(ServerCnx cnx) {
-        // ServerCnx.channelInactive calls consumerClosed for each of the connection's consumers
-    }
-
-    @Override
-    public void onWebserviceRequest(ServletRequest request) {
-    }
-
-    @Override
-    public void onWebserviceResponse(ServletRequest request, ServletResponse response) {
-    }
+    // onConnectionClosed stays a no-op (EmptyInterceptor): ServerCnx.channelInactive calls
+    // consumerClosed for each of the connection's consumers
 
     @Override
     public void close() {

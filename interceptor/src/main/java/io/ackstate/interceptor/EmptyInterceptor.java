@@ -8,7 +8,8 @@ import org.apache.pulsar.broker.service.ServerCnx;
 import org.apache.pulsar.common.api.proto.BaseCommand;
 
 /**
- * An interceptor that does nothing: the floor of {@code ackstate bench --interceptor}.
+ * An interceptor that does nothing: the floor of {@code ackstate bench --interceptor}, and the
+ * no-op hooks that {@link AckstateInterceptor} builds on (the interface leaves them abstract).
  *
  * <p>A broker with any interceptor loaded already works more per message than one without: it
  * copies every {@code CommandAck} for the interceptor, calls {@code onPulsarCommand} for each
@@ -34,7 +35,7 @@ public class EmptyInterceptor implements BrokerInterceptor {
     }
 
     @Override
-    public void initialize(PulsarService pulsarService) {
+    public void initialize(PulsarService pulsarService) throws Exception {
     }
 
     @Override
