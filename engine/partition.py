@@ -67,6 +67,8 @@ from engine.topic import is_non_persistent
 
 _INDIVIDUAL_ACK_MODES = ("Shared", "Key_Shared")
 _CONSUMER_EVENTS = (SUBSCRIBE, CLOSE_CONSUMER, DISPATCH, ACK, NACK, REDELIVER)
+# the commands that attach an unknown consumer under ``implicit_consumers``
+_ATTACHING = (DISPATCH, ACK, NACK, REDELIVER)
 # On a non-persistent topic these change no acknowledgement state (see PartitionState.apply)
 _NON_PERSISTENT_INERT = (PUBLISH, DISPATCH, ACK, NACK, REDELIVER)
 
@@ -384,7 +386,11 @@ class PartitionState:
         """
         sub = self.subscriptions.get(name)
         cursor = self.cursors.get(name)
+        implicit = settings.implicit_consumers
         for i, lac, now in zip(events, lacs, clocks, strict=True):
+            if implicit and (sub is None or cols.consumer_id[i] not in sub.consumers):
+                self._attach_implicitly(name, i, cols, settings, result)
+                sub = self.subscriptions.get(name)
             if sub is not None and cursor is not None:
                 due = sub.next_due()
                 if due is not None and due <= now:
@@ -399,6 +405,42 @@ class PartitionState:
             self._ordered_event(name, i, batch, cols, settings, lac, result)
             sub = self.subscriptions.get(name)
             cursor = self.cursors.get(name)
+
+    def _attach_implicitly(
+        self, name: str, i: int, cols: _EventColumns, settings: SubscriptionSettings, result: ApplyResult
+    ) -> None:
+        """``implicit_consumers``: a command from a consumer id the subscription does not know
+        attaches that consumer, as if it had subscribed just before the command.
+
+        A stream that starts in the middle of a cluster's life (``ackstate bootstrap``, or a
+        plugin installed on a running broker) misses the SUBSCRIBE of every consumer already
+        connected. The consumer gets the subscription's type, its id as name, priority 0 and the
+        client defaults (no ack timeout, 60 s nack delay, no dead letter), and is marked
+        ``implicit``. Only a subscription the state knows takes one (its cursor says where it
+        is); where the broker would refuse the SUBSCRIBE (a second consumer on an Exclusive
+        subscription), nothing is attached and the command is refused as ``unknown_consumer``.
+        """
+        cursor = self.cursors.get(name)
+        if cursor is None or cols.type[i] not in _ATTACHING:
+            return
+        consumer_id = cols.consumer_id[i]
+        sub = self.subscription(name)
+        if consumer_id in sub.consumers or consumer_id < 0:
+            return
+        now = cols.event_time[i]
+        consumer = Consumer(
+            consumer_id=consumer_id,
+            name=str(consumer_id),
+            priority=0,
+            order=0,
+            subscribed_at=now,
+            implicit=True,
+        )
+        try:
+            sub.subscribe(cursor, consumer, cursor.sub_type, cols.seq[i], settings)
+        except EngineRefusal:
+            return
+        result.changed.add(name)
 
     def _fire(self, name: str, now: int, settings: SubscriptionSettings) -> None:
         sub = self.subscriptions.get(name)
@@ -578,6 +620,13 @@ class PartitionState:
                 )
             return
         sub = self.subscriptions.get(name)
+        if settings.implicit_consumers:
+            ids = batch.consumer_id[seg]
+            seen = np.fromiter(sub.consumers if sub is not None else (), dtype=np.int64)
+            _, first = np.unique(ids, return_index=True)
+            for k in np.sort(first[~np.isin(ids[first], seen)]).tolist():
+                self._attach_implicitly(name, int(seg[k]), cols, settings, result)
+            sub = self.subscriptions.get(name)
         connected = sub.consumers if sub is not None else {}
         known = np.isin(batch.consumer_id[seg], np.fromiter(connected, dtype=np.int64, count=len(connected)))
         if not known.all():
@@ -675,6 +724,9 @@ class PartitionState:
         cursor = self.cursors[name]
         sub = self.subscriptions.get(name)
         consumer_id = cols.consumer_id[i]
+        if settings.implicit_consumers and (sub is None or consumer_id not in sub.consumers):
+            self._attach_implicitly(name, i, cols, settings, result)
+            sub = self.subscriptions.get(name)
         if sub is None or consumer_id not in sub.consumers:
             result.rejects.append(
                 Reject(

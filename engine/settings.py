@@ -3,7 +3,9 @@
 A field is named after the ``broker.conf`` key it mirrors, in snake_case
 (``acknowledgmentAtBatchIndexLevelEnabled`` -> ``acknowledgment_at_batch_index_level_enabled``),
 and that is also its key in ``--conf``: ``from_config`` reads every field by its own name, so a
-setting is added by adding a field here.
+setting is added by adding a field here. One field is ackstate's own, not a broker's:
+``implicit_consumers``, set by ``ingest --implicit-consumers`` (or ``[ingest]
+implicit_consumers``), for a stream that starts after its consumers subscribed.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ class EngineSettings:
     #: the ``[deduplication]`` table: a full topic name (without ``-partition-N``) or
     #: ``tenant/namespace`` -> bool, the topic and namespace policies over the broker setting
     deduplication: Mapping[str, bool] = field(default_factory=dict)
+    #: a command from a consumer id the state does not know attaches that consumer (with
+    #: defaults for what the command lacks) instead of being refused as ``unknown_consumer``
+    implicit_consumers: bool = False
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> EngineSettings:
@@ -53,6 +58,7 @@ class EngineSettings:
             failover_consistent_hashing=self.active_consumer_failover_consistent_hashing,
             partition_index=dispatcher_partition_index(topic, partition),
             topic_name=partition_name(topic, partition),
+            implicit_consumers=self.implicit_consumers,
         )
 
     def deduplication_enabled(self, topic: str) -> bool:

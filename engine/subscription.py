@@ -80,6 +80,9 @@ class Consumer:
     blocked: bool = False
     closed_at: int | None = None
     pending: dict[Position, PendingAck] = field(default_factory=dict)
+    implicit: bool = False
+    """Attached by a command rather than a SUBSCRIBE (``implicit_consumers``): a stream that
+    starts after the consumer subscribed."""
 
 
 @dataclass(slots=True)
@@ -114,6 +117,7 @@ class SubscriptionSettings:
     failover_consistent_hashing: bool = False
     partition_index: int = -1
     topic_name: str = ""
+    implicit_consumers: bool = False
 
 
 @dataclass(slots=True)
@@ -655,6 +659,7 @@ class Subscription:
                     c.max_redeliver_count,
                     c.unacked,
                     c.blocked,
+                    c.implicit,
                 ]
                 for c in consumers
             ],
@@ -721,9 +726,22 @@ class Subscription:
         sub.active = head["active"]
         sub.switch_until = head["switch_until"]
         sub.next_order = head["next_order"]
-        for cid, name, priority, order, at, timeout, delay, max_r, unacked, blocked in head["consumers"]:
+        # a state written before ``implicit`` existed has ten fields per consumer
+        for cid, name, priority, order, at, timeout, delay, max_r, unacked, blocked, *rest in head[
+            "consumers"
+        ]:
             sub.consumers[cid] = Consumer(
-                cid, name, priority, order, at, timeout, delay, max_r, unacked, blocked
+                cid,
+                name,
+                priority,
+                order,
+                at,
+                timeout,
+                delay,
+                max_r,
+                unacked,
+                blocked,
+                implicit=bool(rest and rest[0]),
             )
         for cid, ledger, entry, size_, sticky, at, count, timeout_at in pending:
             pos = Position(ledger, entry)

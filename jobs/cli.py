@@ -177,6 +177,14 @@ def _ingest_args(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="input files per micro-batch (default: [ingest] max_files_per_trigger)",
     )
+    p.add_argument(
+        "--implicit-consumers",
+        action="store_true",
+        default=None,
+        help="a command from a consumer the state does not know attaches it instead of being "
+        "refused as unknown_consumer: for a stream that starts after its consumers subscribed "
+        "(default: [ingest] implicit_consumers)",
+    )
 
 
 def _stats_args(p: argparse.ArgumentParser) -> None:

@@ -256,7 +256,9 @@ def run(args: argparse.Namespace) -> int:
         checkpoint=getattr(args, "checkpoint", None),
         max_files_per_trigger=getattr(args, "max_files_per_trigger", None)
         or args.config.ingest.get("max_files_per_trigger"),
-        settings=EngineSettings.from_config(args.config.engine),
+        settings=EngineSettings.from_config(
+            {**args.config.engine, "implicit_consumers": implicit_consumers(args)}
+        ),
         write_threads=int(args.config.ingest.get("write_threads", 4)),
     )
     spark = get_spark(args.config)
@@ -269,6 +271,12 @@ def run(args: argparse.Namespace) -> int:
     if query.exception() is not None:
         raise IngestError(f"ingest failed: {query.exception()}")
     return 0
+
+
+def implicit_consumers(args: argparse.Namespace) -> bool:
+    """``--implicit-consumers``, else ``[ingest] implicit_consumers`` (default false)."""
+    flag = getattr(args, "implicit_consumers", None)
+    return bool(flag if flag is not None else args.config.ingest.get("implicit_consumers", False))
 
 
 # ---- one micro-batch ------------------------------------------------------------------

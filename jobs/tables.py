@@ -28,8 +28,9 @@ def table_path(warehouse: str | Path, name: str) -> str:
 def ensure_tables(spark: SparkSession, warehouse: str | Path) -> list[str]:
     """Create every missing table, clustered by topic partition; return the names created.
 
-    Idempotent: an existing table is left as it is (columns are only ever added, so a newer
-    schema with extra columns is merged in by the writers, not here).
+    Idempotent. Columns are only ever added (CONTRACT.md), so a table that an older ackstate
+    created gets the columns it lacks, appended (``ALTER TABLE ... ADD COLUMNS``): the writers
+    name every column of the current schema.
     """
     from delta.tables import DeltaTable
 
@@ -37,6 +38,7 @@ def ensure_tables(spark: SparkSession, warehouse: str | Path) -> list[str]:
     for name, schema in TABLES.items():
         path = table_path(warehouse, name)
         if DeltaTable.isDeltaTable(spark, path):
+            _add_missing_columns(spark, path, name)
             continue
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
         builder = builder.clusterBy(*TABLE_CLUSTERING[name])
@@ -45,6 +47,17 @@ def ensure_tables(spark: SparkSession, warehouse: str | Path) -> list[str]:
     if created:
         log.info("created tables %s under %s", ", ".join(created), warehouse)
     return created
+
+
+def _add_missing_columns(spark: SparkSession, path: str, name: str) -> None:
+    from delta.tables import DeltaTable
+
+    existing = set(DeltaTable.forPath(spark, path).toDF().columns)
+    missing = [f for f in TABLES[name].fields if f.name not in existing]
+    if missing:
+        columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
+        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
+        log.info("table %s: added column(s) %s", name, ", ".join(f.name for f in missing))
 
 
 def latest_version(spark: SparkSession, warehouse: str | Path, name: str) -> int:

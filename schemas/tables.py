@@ -180,6 +180,9 @@ CONSUMERS: Final = T.StructType(
         _col("negative_ack_delay_ms", _LONG),
         _col("max_redeliver_count", _INT),
         *_lineage(),
+        # added with implicit consumers: true for a consumer that a command attached (ingest
+        # --implicit-consumers) rather than a SUBSCRIBE; its name is its id, the rest defaults
+        _col("attached_implicitly", T.BooleanType()),
     ]
 )
 

@@ -124,6 +124,7 @@ APPLY_OUTPUT: Final = T.StructType(
         T.StructField("ack_timeout_ms", T.LongType()),
         T.StructField("negative_ack_delay_ms", T.LongType()),
         T.StructField("max_redeliver_count", T.IntegerType()),
+        T.StructField("attached_implicitly", T.BooleanType()),
         T.StructField("dispatched_at", T.LongType()),
         T.StructField("redelivery_count", T.IntegerType()),
         T.StructField("sticky_key_hash", T.IntegerType()),

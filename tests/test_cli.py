@@ -179,9 +179,31 @@ def test_runs_as_python_module() -> None:
     assert "internal-stats" in result.stdout
 
 
-@pytest.mark.parametrize("extra", [["--format", "kafka"], ["--implicit-consumers"]])
+@pytest.mark.parametrize("extra", [["--format", "kafka"]])
 def test_options_of_the_kafka_issue_are_not_offered_before_they_work(extra: list[str]) -> None:
-    """A Kafka source and implicit consumers are not built yet: the parser refuses them rather
-    than accepting and ignoring them."""
+    """A Kafka source is not built yet: the parser refuses it rather than accepting and
+    ignoring it."""
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["ingest", "--source", "in", *extra])
+
+
+@pytest.mark.parametrize(
+    ("argv", "conf", "expected"),
+    [
+        ([], "", False),
+        (["--implicit-consumers"], "", True),
+        ([], "[ingest]\nimplicit_consumers = true\n", True),
+    ],
+)
+def test_implicit_consumers_reach_the_engine_settings(
+    tmp_path: Path, argv: list[str], conf: str, expected: bool
+) -> None:
+    """The flag, else ``[ingest] implicit_consumers``, is what the engine obeys."""
+    from jobs.config import load_config
+    from jobs.ingest import implicit_consumers
+
+    path = tmp_path / "a.toml"
+    path.write_text(conf)
+    args = cli.build_parser().parse_args(["ingest", "--source", "in", *argv])
+    args.config = load_config(str(path))
+    assert implicit_consumers(args) is expected

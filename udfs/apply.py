@@ -293,6 +293,7 @@ def emit_subscription_changes(
             ack_timeout_ms=[c.ack_timeout_ms for c, _ in consumers],
             negative_ack_delay_ms=[c.nack_delay_ms for c, _ in consumers],
             max_redeliver_count=[c.max_redeliver_count for c, _ in consumers],
+            attached_implicitly=[c.implicit for c, _ in consumers],
         )
     upserts, deletes = [], []
     for cid, pos in _sorted_pairs(sub.changes.pending):

@@ -463,3 +463,96 @@ def test_shared_dispatch_of_an_acked_entry_counts_like_any_dispatch():
     s.apply(s.dispatch(1, 24, 0))
     assert s.rejects == []
     assert s.unacked(1) == 2
+
+
+# ---- implicit consumers (a stream that starts after its consumers subscribed) ---------------
+def _closed_after_subscribing(sub_type: str, implicit: bool) -> Stream:
+    """A subscription whose one consumer left: the state knows the cursor, no consumer."""
+    s = Stream(EngineSettings(implicit_consumers=implicit))
+    s.publish(10, *range(4))
+    s.apply(s.subscribe(1, sub_type), s.close(1))
+    return s
+
+
+@pytest.mark.parametrize("command", ["DISPATCH", "ACK", "NACK", "REDELIVER"])
+def test_without_implicit_consumers_every_command_of_an_unknown_consumer_is_refused(command):
+    s = _closed_after_subscribing("Shared", implicit=False)
+    event = {
+        "DISPATCH": s.dispatch(7, 10, 0),
+        "ACK": s.ack(7, (10, 0)),
+        "NACK": s.ids("NACK", 7, (10, 0)),
+        "REDELIVER": s.ids("REDELIVER", 7),
+    }[command]
+    s.apply(event)
+    assert s.rejects == ["unknown_consumer"]
+    assert 7 not in s.sub().consumers
+
+
+@pytest.mark.parametrize("command", ["DISPATCH", "ACK", "NACK", "REDELIVER"])
+def test_implicit_consumers_attach_the_consumer_of_any_command(command):
+    s = _closed_after_subscribing("Shared", implicit=True)
+    event = {
+        "DISPATCH": s.dispatch(7, 10, 0),
+        "ACK": s.ack(7, (10, 0)),
+        "NACK": s.ids("NACK", 7, (10, 0)),
+        "REDELIVER": s.ids("REDELIVER", 7),
+    }[command]
+    s.apply(event)
+    assert s.rejects == []
+    consumer = s.sub().consumers[7]
+    assert (consumer.name, consumer.priority, consumer.implicit) == ("7", 0, True)
+    assert (consumer.ack_timeout_ms, consumer.nack_delay_ms, consumer.max_redeliver_count) == (0, 60_000, 0)
+
+
+def test_an_implicit_consumer_is_then_served_like_a_subscribed_one():
+    s = _closed_after_subscribing("Shared", implicit=True)
+    s.apply(s.dispatch(7, 10, 0), s.dispatch(7, 10, 1), s.dispatch(8, 10, 2))
+    assert (s.unacked(7), s.unacked(8)) == (2, 1)
+    s.apply(s.ack(7, (10, 0), (10, 1)), s.ack(8, (10, 2)))
+    assert (s.unacked(7), s.unacked(8)) == (0, 0)
+    assert s.state.cursors["s"].mark_delete == P(10, 2)
+    s.apply(s.close(7))  # and it leaves like one
+    assert 7 not in s.sub().consumers
+
+
+def test_a_long_run_of_acks_attaches_each_unknown_consumer_once_in_order():
+    """The vectorised path for runs of individual acks attaches too (first command first)."""
+    s = _closed_after_subscribing("Shared", implicit=True)
+    s.apply(*[s.ack(9 if e % 2 else 8, (10, e)) for e in range(4)] * 3)
+    assert s.rejects == []
+    assert [c.consumer_id for c in sorted(s.sub().consumers.values(), key=lambda c: c.order)] == [8, 9]
+    assert s.state.cursors["s"].mark_delete == P(10, 3)
+
+
+def test_implicit_consumers_do_not_create_a_subscription():
+    """Only a known cursor says where the subscription is: an unknown one is still refused."""
+    s = Stream(EngineSettings(implicit_consumers=True))
+    s.publish(10, 0)
+    s.apply(s.ack(7, (10, 0), sub="never"))
+    assert s.rejects == ["unknown_subscription"]
+
+
+def test_an_implicit_consumer_is_not_attached_where_the_broker_would_refuse_it():
+    """A second consumer on an Exclusive subscription: ConsumerBusy, so the command is refused."""
+    s = Stream(EngineSettings(implicit_consumers=True))
+    s.publish(10, 0)
+    s.apply(s.subscribe(1, "Exclusive"))
+    s.apply(s.ack(7, (10, 0), cumulative=True))
+    assert s.rejects == ["unknown_consumer"]
+    assert list(s.sub().consumers) == [1]
+
+
+def test_an_implicit_failover_consumer_becomes_active():
+    s = _closed_after_subscribing("Failover", implicit=True)
+    s.apply(s.ack(7, (10, 1), cumulative=True))
+    assert s.sub().active == 7
+    assert s.state.cursors["s"].mark_delete == P(10, 1)
+
+
+def test_the_implicit_mark_survives_encoding():
+    from engine.subscription import Subscription
+
+    s = _closed_after_subscribing("Shared", implicit=True)
+    s.apply(s.subscribe(1), s.dispatch(7, 10, 0))
+    again = Subscription.decode(s.sub().encode())
+    assert (again.consumers[7].implicit, again.consumers[1].implicit) == (True, False)

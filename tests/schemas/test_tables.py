@@ -28,7 +28,7 @@ EXPECTED_COLUMNS = {
     "partitions_touched cursors_touched duration_ms rows_per_second started_at finished_at",
     "consumers": "topic partition subscription consumer_id consumer_name sub_type priority_level connected "
     "is_active unacked_messages blocked subscribed_at closed_at ack_timeout_ms negative_ack_delay_ms "
-    "max_redeliver_count query_id batch_id updated_at",
+    "max_redeliver_count query_id batch_id updated_at attached_implicitly",
     "pending_acks": "topic partition subscription consumer_id ledger_id entry_id position batch_size "
     "unacked_messages dispatched_at redelivery_count sticky_key_hash ack_timeout_at",
     "redeliveries": "topic partition subscription ledger_id entry_id position consumer_id reason "
