@@ -219,6 +219,8 @@ class StandaloneBroker:
     conf: dict[str, str] = field(default_factory=dict)
     heap: str = "1g"
     jars_dir: str | Path | None = None
+    admin_token: str | None = field(default=None, repr=False)
+    """Sent as ``Authorization: Bearer`` by ``admin()``: a broker with token authentication."""
     broker_port: int = field(default_factory=free_port)
     web_port: int = field(default_factory=free_port)
     bookie_port: int = field(default_factory=free_port)
@@ -338,6 +340,8 @@ class StandaloneBroker:
         request = urllib.request.Request(self.web_url + path, data=data, method=method)
         if data is not None:
             request.add_header("Content-Type", "application/json")
+        if self.admin_token:
+            request.add_header("Authorization", f"Bearer {self.admin_token}")
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
                 text = response.read().decode()

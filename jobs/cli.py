@@ -35,6 +35,9 @@ COMMANDS: dict[str, Command] = {
     "demo": Command("jobs.demo:run", "generate a workload, ingest it and print stats: the main job, locally"),
     "init": Command("jobs.tables:init_command", "create the warehouse tables (idempotent)"),
     "ingest": Command("jobs.ingest:run", "the streaming job: apply events to the warehouse tables"),
+    "bootstrap": Command(
+        "jobs.bootstrap:run", "start from a running cluster's state, read from the Pulsar admin API"
+    ),
     "compact": Command("jobs.compact:run", "the scheduled batch job: compact the warehouse tables"),
     "stats": Command("jobs.stats:stats_command", "JSON shaped like `pulsar-admin topics stats`"),
     "internal-stats": Command(
@@ -49,7 +52,7 @@ COMMANDS: dict[str, Command] = {
 }
 
 
-SHORT_LIVED = frozenset({"init", "stats", "internal-stats", "sql", "report"})
+SHORT_LIVED = frozenset({"init", "bootstrap", "stats", "internal-stats", "sql", "report"})
 """Commands that start Spark for a few queries and exit."""
 
 
@@ -185,6 +188,26 @@ def _ingest_args(p: argparse.ArgumentParser) -> None:
         "refused as unknown_consumer: for a stream that starts after its consumers subscribed "
         "(default: [ingest] implicit_consumers)",
     )
+
+
+def _bootstrap_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--admin-url",
+        metavar="URL",
+        help="the Pulsar admin REST API (webServiceUrl), e.g. http://broker:8080",
+    )
+    p.add_argument(
+        "--topic",
+        action="append",
+        metavar="T",
+        help="a topic or partition, as Pulsar names it; repeatable (default: every topic)",
+    )
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="file holding the admin API token (default: $ACKSTATE_ADMIN_TOKEN; never on the command line)",
+    )
+    p.add_argument("--tls-ca-file", metavar="FILE", help="CA certificate(s) for an https admin URL")
 
 
 def _stats_args(p: argparse.ArgumentParser) -> None:
@@ -326,6 +349,7 @@ _ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "setup": _setup_args,
     "demo": _demo_args,
     "ingest": _ingest_args,
+    "bootstrap": _bootstrap_args,
     "stats": _stats_args,
     "internal-stats": _stats_args,
     "generate": _generate_args,

@@ -98,6 +98,9 @@ class IngestOptions:
     settings: EngineSettings = field(default_factory=EngineSettings)
     write_threads: int = 4
     """How many table writes of a batch run at once (each in its own session; 1 = one by one)."""
+    query_id: str | None = None
+    """The writer's id in the tables' ``query_id`` and its idempotency key; default: derived
+    from the checkpoint (``app_id``). ``ackstate bootstrap`` names itself."""
 
     @property
     def checkpoint_path(self) -> str:
@@ -109,6 +112,8 @@ class IngestOptions:
     @property
     def app_id(self) -> str:
         """Stable across restarts of the same query (same checkpoint): the idempotency key."""
+        if self.query_id:
+            return self.query_id
         return "ackstate-ingest-" + hashlib.sha1(self.checkpoint_path.encode()).hexdigest()[:16]
 
 
@@ -388,6 +393,20 @@ class BatchWriter:
             self._apply(spark, raw, batch_id, tag, pinned, input_rows, started)
         finally:
             raw.unpersist()
+
+    def write_output(self, spark: SparkSession, out: DataFrame, batch_id: int) -> progress.BatchFigures:
+        """Write ``schemas.udf.APPLY_OUTPUT`` rows that no input event produced.
+
+        ``ackstate bootstrap`` computes a starting state outside any micro-batch; it goes to
+        the tables through the same writes as a batch's, with the same idempotency (app id
+        ``options.app_id``, version ``batch_id``) and an ``ingest_batches`` row of 0 inputs.
+        """
+        self._phases = _Phases(batch_id, self.on_phase)
+        started = time.time()
+        out = out.localCheckpoint(eager=True)
+        none = out.limit(0)  # no input rows, so nothing valid and nothing rejected
+        tag = f"{self.options.app_id}:{batch_id}"
+        return self._write(spark, none, none, out, batch_id, tag, 0, started)
 
     def _pinned_versions(self, spark: SparkSession, tag: str) -> dict[str, int]:
         """If a crashed run already committed part of this batch, the versions it read.
