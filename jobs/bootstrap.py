@@ -5,7 +5,8 @@ events the plugin captures from then on are applied on top of a starting state r
 Pulsar admin REST API (``engine.bootstrap`` says what it shows and what it does not):
 
 1. the topic partitions: the ``--topic`` names (short names as ``pulsar-admin`` reads them; a
-   partitioned topic's partitions from its metadata), or every topic of every namespace (system topics, ``__...``, left out);
+   partitioned topic's partitions from its metadata), or every topic of every namespace
+   (system topics, ``__...``, left out);
 2. per partition, ``stats`` and (persistent topics) ``internalStats``, all read before the
    warehouse is touched, so an unreachable or refusing admin API writes nothing;
 3. the state each partition has in the warehouse: a partition an ingest batch has written is
