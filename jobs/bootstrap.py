@@ -102,9 +102,12 @@ def read_token(token_file: str | None) -> str | None:
         try:
             token = Path(token_file).read_text().strip()
         except OSError as exc:
-            raise BootstrapError(f"cannot read the token file {token_file}: {exc.strerror}") from None
+            # the path is not echoed: a token pasted where its file belongs would be shown
+            raise BootstrapError(
+                f"cannot read the token file given with --token-file: {exc.strerror}"
+            ) from None
         if not token:
-            raise BootstrapError(f"the token file {token_file} is empty")
+            raise BootstrapError("the token file given with --token-file is empty")
         return token
     return os.environ.get(TOKEN_ENV) or None
 

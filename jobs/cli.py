@@ -52,6 +52,10 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+_EXACT_OPTIONS = frozenset({"bootstrap"})
+"""Commands whose options must be typed whole: ``bootstrap --token SECRET`` would otherwise be
+read as ``--token-file SECRET``, and the secret would end up in an error message."""
+
 SHORT_LIVED = frozenset({"init", "bootstrap", "stats", "internal-stats", "sql", "report"})
 """Commands that start Spark for a few queries and exit."""
 
@@ -113,7 +117,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     parsers = {
-        name: sub.add_parser(name, parents=[common], help=cmd.help, description=cmd.help)
+        name: sub.add_parser(
+            name,
+            parents=[common],
+            help=cmd.help,
+            description=cmd.help,
+            allow_abbrev=name not in _EXACT_OPTIONS,
+        )
         for name, cmd in COMMANDS.items()
     }
     for name, add in _ARGUMENTS.items():
