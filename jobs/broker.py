@@ -29,6 +29,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,7 @@ def interceptor_dir(root: str | Path | None = None) -> Path:
     return jars_root(root) / "ackstate-interceptor"
 
 
-def _complete(directory: Path, source: str | None = None) -> list[Path] | None:
+def cached_files(directory: Path, source: str | None = None) -> list[Path] | None:
     """The files a cache entry's manifest lists, if all are there (and built from ``source``)."""
     try:
         manifest = json.loads((directory / MANIFEST).read_text())
@@ -99,7 +100,7 @@ def interceptor_source_digest() -> str | None:
 def find_pulsar_lib(root: str | Path | None = None) -> Path:
     """The cached broker jars, or ``PulsarSetupError`` naming the command that fills the cache."""
     lib = pulsar_lib(root)
-    if _complete(lib) is None:
+    if cached_files(lib) is None:
         raise PulsarSetupError(
             f"the Pulsar {PULSAR_VERSION} broker jars are not in {display_path(lib)}: "
             "run `ackstate setup --pulsar` (needs Maven and Maven Central)"
@@ -109,7 +110,7 @@ def find_pulsar_lib(root: str | Path | None = None) -> Path:
 
 def find_interceptor_nar(root: str | Path | None = None) -> Path:
     """The cached plugin NAR, or ``PulsarSetupError`` naming the command that builds it."""
-    files = _complete(interceptor_dir(root), interceptor_source_digest())
+    files = cached_files(interceptor_dir(root), interceptor_source_digest())
     if not files:
         raise PulsarSetupError(
             f"the ackstate broker plugin in {display_path(interceptor_dir(root))} is missing or older "
@@ -143,6 +144,35 @@ def _install(scratch: Path, final: Path, files: list[str], source: str | None = 
     scratch.rename(final)
 
 
+def resolve_pom(pom: Path, directory: Path, keep: Callable[[Path], bool] | None = None) -> list[Path]:
+    """The runtime dependencies of ``pom``, copied by Maven into the cache entry ``directory``.
+
+    Built in a scratch directory and renamed into place with its manifest, so an interrupted
+    resolution leaves no half-filled entry; ``keep`` chooses among the copied jars.
+    """
+    root = directory.parent
+    root.mkdir(parents=True, exist_ok=True)
+    scratch = root / f".{directory.name}.partial"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir()
+    _run_maven(
+        [
+            "-q",
+            "-f",
+            str(pom),
+            "dependency:copy-dependencies",
+            "-DincludeScope=runtime",
+            f"-DoutputDirectory={scratch}",
+        ],
+        root / f"{directory.name}.log",
+    )
+    for jar in scratch.glob("*.jar"):
+        if keep is not None and not keep(jar):
+            jar.unlink()
+    _install(scratch, directory, [p.name for p in scratch.glob("*.jar")])
+    return cached_files(directory) or []
+
+
 @dataclass(frozen=True)
 class PulsarSetup:
     lib: Path
@@ -158,26 +188,12 @@ def ensure_pulsar(root: str | Path | None = None, force: bool = False) -> Pulsar
     root_path.mkdir(parents=True, exist_ok=True)
     actions: list[str] = []
     lib = pulsar_lib(root_path)
-    if force or _complete(lib) is None:
-        scratch = root_path / f".{lib.name}.partial"
-        shutil.rmtree(scratch, ignore_errors=True)
-        scratch.mkdir()
-        _run_maven(
-            [
-                "-q",
-                "-f",
-                str(conf_dir() / "pulsar-broker.pom"),
-                "dependency:copy-dependencies",
-                "-DincludeScope=runtime",
-                f"-DoutputDirectory={scratch}",
-            ],
-            root_path / f"{lib.name}.log",
-        )
-        _install(scratch, lib, [p.name for p in scratch.glob("*.jar")])
+    if force or cached_files(lib) is None:
+        resolve_pom(conf_dir() / "pulsar-broker.pom", lib)
         actions.append("resolved")
     nar_dir = interceptor_dir(root_path)
     source = interceptor_source_digest()
-    if force or _complete(nar_dir, source) is None:
+    if force or cached_files(nar_dir, source) is None:
         pom = INTERCEPTOR_SOURCE / "pom.xml"
         if not pom.is_file():
             raise PulsarSetupError(
@@ -209,13 +225,16 @@ def free_port() -> int:
 class StandaloneBroker:
     """A Pulsar standalone broker on 127.0.0.1, in ``workdir``, stopped by its process id.
 
-    ``sink_dir`` loads the ackstate interceptor writing its JSON Lines files there; ``conf``
+    ``sink_dir`` loads the ackstate interceptor writing its JSON Lines files there;
+    ``kafka_servers`` loads it with its Kafka sink instead, writing to ``kafka_topic``. ``conf``
     adds broker.conf lines (Pulsar's camelCase names). ``restart()`` keeps the data (a broker
     restart in the middle of a scenario); ``start()`` wipes it.
     """
 
     workdir: Path
     sink_dir: Path | None = None
+    kafka_servers: str | None = None
+    kafka_topic: str = "ackstate-events"
     conf: dict[str, str] = field(default_factory=dict)
     heap: str = "1g"
     jars_dir: str | Path | None = None
@@ -253,14 +272,21 @@ class StandaloneBroker:
             "allowLoopback": "true",
             "brokerDeleteInactiveTopicsEnabled": "false",
         }
-        if self.sink_dir is not None:
+        if self.sink_dir is not None or self.kafka_servers is not None:
             nar = find_interceptor_nar(self.jars_dir)
             lines |= {
                 "brokerInterceptorsDirectory": str(nar.parent),
                 "brokerInterceptors": INTERCEPTOR_NAME,
                 "narExtractionDirectory": str(self.workdir / "nar"),
-                "ackstateSinkDirectory": str(self.sink_dir),
             }
+        if self.kafka_servers is not None:
+            lines |= {
+                "ackstateSink": "kafka",
+                "ackstateKafkaTopic": self.kafka_topic,
+                "ackstateKafka.bootstrap.servers": self.kafka_servers,
+            }
+        elif self.sink_dir is not None:
+            lines["ackstateSinkDirectory"] = str(self.sink_dir)
         lines |= self.conf
         path = self.workdir / "standalone.conf"
         path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
@@ -360,12 +386,25 @@ class StandaloneBroker:
 
 
 def setup_command(args: Any) -> int:
-    """``ackstate setup [--pulsar]``: the Delta jars, and with ``--pulsar`` the broker and its plugin."""
+    """``ackstate setup [--pulsar] [--kafka]``: the Delta jars; with ``--pulsar`` the broker and
+    its plugin; with ``--kafka`` Spark's Kafka source and a Kafka server for local runs."""
     from jobs.jars import setup_command as setup_delta
 
     status = setup_delta(args)
-    if status != 0 or not getattr(args, "pulsar", False):
+    if status != 0:
         return status
+    if getattr(args, "kafka", False):
+        from jobs.kafka import KAFKA_VERSION, SPARK_KAFKA_VERSION, ensure_kafka
+
+        started = time.monotonic()
+        resolved = ensure_kafka(args.jars_dir, force=args.force)
+        where = display_path(jars_root(args.jars_dir))
+        what = f"Spark's Kafka source {SPARK_KAFKA_VERSION} and Kafka {KAFKA_VERSION} in {where}"
+        seconds = time.monotonic() - started
+        took = f" (resolved {' and '.join(resolved)} in {seconds:.1f} s)" if resolved else " already there"
+        print(f"ackstate setup: {what}{took}")
+    if not getattr(args, "pulsar", False):
+        return 0
     result = ensure_pulsar(args.jars_dir, force=args.force)
     done = " and ".join(result.actions)
     what = (

@@ -150,6 +150,11 @@ def _setup_args(p: argparse.ArgumentParser) -> None:
         help="also resolve the Pulsar 4.0.7 broker and build the ackstate broker plugin (needs Maven)",
     )
     p.add_argument(
+        "--kafka",
+        action="store_true",
+        help="also resolve Spark's Kafka source (ingest --format kafka) and a Kafka server (needs Maven)",
+    )
+    p.add_argument(
         "--verify",
         action="store_true",
         help="start a local Delta session from the cache even if nothing was resolved",
@@ -165,10 +170,20 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
 
 def _ingest_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--source", metavar="PATH", help="event input: a directory of JSON Lines files or a Delta table"
+        "--source",
+        metavar="PATH",
+        help="event input: a directory of JSON Lines files, a Delta table, or a Kafka topic",
     )
     p.add_argument(
-        "--format", choices=["json", "delta"], default="json", help="source format (default: json)"
+        "--format",
+        choices=["json", "delta", "kafka"],
+        default="json",
+        help="source format; with kafka, --source is the topic (default: json)",
+    )
+    p.add_argument(
+        "--kafka-bootstrap-servers",
+        metavar="HOST:PORT",
+        help="Kafka servers for --format kafka (default: [kafka] bootstrap_servers)",
     )
     p.add_argument(
         "--trigger",

@@ -63,6 +63,8 @@ class AckstateConfig:
     """Other tables of the user file (known to a later version, or misspelt), kept as read."""
     compact: dict[str, Any] = field(default_factory=dict)
     """``[compact]``: the scheduled compaction job (jobs/compact.py)."""
+    kafka: dict[str, Any] = field(default_factory=dict)
+    """``[kafka]``: the Kafka source of ``ingest --format kafka``."""
     source: Path | None = None
     """The user file these settings came from, if any."""
 
@@ -166,6 +168,7 @@ def load_config(conf_file: str | Path | None = None) -> AckstateConfig:
         delta=_merged_table(defaults, user, "delta", source),
         tables=tables,
         compact=_merged_table(defaults, user, "compact", source),
+        kafka=_merged_table(defaults, user, "kafka", source),
         source=source,
     )
 

@@ -35,7 +35,7 @@ import logging
 import queue
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,6 +98,9 @@ class IngestOptions:
     settings: EngineSettings = field(default_factory=EngineSettings)
     write_threads: int = 4
     """How many table writes of a batch run at once (each in its own session; 1 = one by one)."""
+    kafka: Mapping[str, Any] = field(default_factory=dict)
+    """``[kafka]`` (``format`` kafka): ``bootstrap_servers``, ``starting_offsets``,
+    ``max_offsets_per_trigger``, and ``options`` passed to the consumer as ``kafka.<key>``."""
     query_id: str | None = None
     """The writer's id in the tables' ``query_id`` and its idempotency key; default: derived
     from the checkpoint (``app_id``). ``ackstate bootstrap`` names itself."""
@@ -106,8 +109,15 @@ class IngestOptions:
     def checkpoint_path(self) -> str:
         if self.checkpoint:
             return str(Path(self.checkpoint).absolute())
-        digest = hashlib.sha1(str(Path(self.source).absolute()).encode()).hexdigest()[:12]
+        digest = hashlib.sha1(self.source_id.encode()).hexdigest()[:12]
         return str(self.warehouse / "_checkpoints" / f"ingest-{digest}")
+
+    @property
+    def source_id(self) -> str:
+        """What the query reads, as one string: a Kafka topic with its servers, or a path."""
+        if self.format == "kafka":
+            return f"kafka://{self.kafka.get('bootstrap_servers', '')}/{self.source}"
+        return str(Path(self.source).absolute())
 
     @property
     def app_id(self) -> str:
@@ -214,7 +224,50 @@ def read_source(spark: SparkSession, options: IngestOptions) -> DataFrame:
     if options.format == "delta":
         stream = spark.readStream.format("delta").load(options.source)
         return stream.select(F.to_json(F.struct(*[F.col(c) for c in stream.columns])).alias("value"))
-    raise IngestError(f"--format {options.format}: the formats are json and delta")
+    if options.format == "kafka":
+        return _read_kafka(spark, options)
+    raise IngestError(f"--format {options.format}: the formats are json, delta and kafka")
+
+
+KAFKA_SOURCE_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+
+
+def _read_kafka(spark: SparkSession, options: IngestOptions) -> DataFrame:
+    """Spark's Kafka source over the topic ``options.source``; each record's value is one event.
+
+    Offsets live in the query's checkpoint, so a restart reads on from the last committed
+    batch (the exactly-once design is the same as for files). A value that is not an event
+    (not JSON, or null) is rejected by validation like a bad line of a file.
+    """
+    from pyspark.sql import functions as F
+
+    from jobs.session import class_loadable
+
+    servers = str(options.kafka.get("bootstrap_servers") or "")
+    if not servers:
+        raise IngestError(
+            "--format kafka needs the Kafka servers: --kafka-bootstrap-servers HOST:PORT "
+            "or [kafka] bootstrap_servers"
+        )
+    if not class_loadable(KAFKA_SOURCE_CLASS):
+        from jobs.kafka import find_spark_kafka_jars
+
+        find_spark_kafka_jars()  # names `ackstate setup --kafka` when the cache is empty
+        raise IngestError(
+            "Spark's Kafka source is not on this session's class path: start a new session "
+            "(the cached jars are added when a session starts), or pass them to spark-submit --jars"
+        )
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", servers)
+        .option("subscribe", options.source)
+        .option("startingOffsets", str(options.kafka.get("starting_offsets") or "earliest"))
+    )
+    if int(options.kafka.get("max_offsets_per_trigger") or 0) > 0:
+        reader = reader.option("maxOffsetsPerTrigger", int(options.kafka["max_offsets_per_trigger"]))
+    for key, value in (options.kafka.get("options") or {}).items():
+        reader = reader.option(f"kafka.{key}", str(value))
+    return reader.load().select(F.col("value").cast("string").alias("value"))
 
 
 def start_ingest(
@@ -250,11 +303,18 @@ def run(args: argparse.Namespace) -> int:
     from jobs.session import get_spark
 
     if not args.source:
-        raise IngestError("--source PATH is required (a directory of JSON Lines files or a Delta table)")
+        raise IngestError(
+            "--source is required (a directory of JSON Lines files, a Delta table, or a Kafka topic)"
+        )
+    source_format = getattr(args, "format", None) or "json"
+    kafka = dict(args.config.kafka)
+    if getattr(args, "kafka_bootstrap_servers", None):
+        kafka["bootstrap_servers"] = args.kafka_bootstrap_servers
     options = IngestOptions(
-        source=str(Path(args.source).absolute()),
+        source=args.source if source_format == "kafka" else str(Path(args.source).absolute()),
+        kafka=kafka,
         warehouse=args.warehouse,
-        format=getattr(args, "format", None) or "json",
+        format=source_format,
         trigger=getattr(args, "trigger", None) or args.config.ingest.get("trigger", "available-now"),
         processing_time=getattr(args, "processing_time", None)
         or args.config.ingest.get("processing_time", "10 seconds"),

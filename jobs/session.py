@@ -31,9 +31,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jobs.broker import cached_files
 from jobs.config import AckstateConfig, conf_dir, load_config
 from jobs.errors import DeltaJarsMissingError, SparkUnavailableError
 from jobs.jars import ensure_delta_jars, find_delta_jars, jars_root
+from jobs.kafka import spark_kafka_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -157,6 +159,10 @@ def _launch_local_jvm(
     # ackstate's tables are Delta paths; Spark's in-memory catalog would otherwise create an
     # empty ./spark-warehouse in whatever directory a command runs from.
     conf.setdefault("spark.sql.warehouse.dir", str(_scratch_catalog_dir()))
+    # Spark's Kafka source (ingest --format kafka), when `ackstate setup --kafka` cached it
+    kafka_jars = cached_files(spark_kafka_dir(jars_dir)) or []
+    if kafka_jars and "spark-sql-kafka" not in conf.get("spark.jars", ""):
+        conf["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars", ""), *map(str, kafka_jars)]))
     if not _delta_supplied(conf):
         conf["spark.jars"] = ",".join(
             filter(None, [conf.get("spark.jars", ""), *map(str, _delta_jars(config, jars_dir))])
@@ -194,7 +200,7 @@ def _join_submitted_jvm(config: AckstateConfig, app_name: str, extra: dict[str, 
             builder = builder.config(key, value)
     for key, value in extra.items():
         builder = builder.config(key, value)
-    if not _class_loadable(_DELTA_EXTENSION):
+    if not class_loadable(_DELTA_EXTENSION):
         raise SparkUnavailableError(
             f"Delta Lake is not on this Spark's classpath: pass --packages {config.delta_coordinate} "
             f"(or --jars with the jars `ackstate setup` put in {jars_root()}) to spark-submit"
@@ -222,7 +228,8 @@ def _delta_supplied(conf: Mapping[str, str]) -> bool:
     return any("delta-spark" in place for place in places)
 
 
-def _class_loadable(name: str) -> bool:
+def class_loadable(name: str) -> bool:
+    """True when the running session's JVM can load class ``name`` (a jar is on its path)."""
     from pyspark import SparkContext
 
     jvm = SparkContext._jvm

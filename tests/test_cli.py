@@ -179,14 +179,6 @@ def test_runs_as_python_module() -> None:
     assert "internal-stats" in result.stdout
 
 
-@pytest.mark.parametrize("extra", [["--format", "kafka"]])
-def test_options_of_the_kafka_issue_are_not_offered_before_they_work(extra: list[str]) -> None:
-    """A Kafka source is not built yet: the parser refuses it rather than accepting and
-    ignoring it."""
-    with pytest.raises(SystemExit):
-        cli.build_parser().parse_args(["ingest", "--source", "in", *extra])
-
-
 @pytest.mark.parametrize(
     ("argv", "conf", "expected"),
     [

@@ -84,13 +84,18 @@ def test_spark_table_passes_through_as_spark_confs(tmp_path: Path) -> None:
 
 
 def test_unknown_keys_warn_and_are_kept(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    conf = write(tmp_path / "user.toml", 'max_unacked_mesages_per_consumer = 5\n[kafka]\nbootstrap = "x"\n')
+    conf = write(
+        tmp_path / "user.toml",
+        'max_unacked_mesages_per_consumer = 5\n[kafak]\nbootstrap = "x"\n[kafka]\nbootstrap = "y"\n',
+    )
     with caplog.at_level(logging.WARNING, logger="ackstate.config"):
         config = load_config(conf)
     assert config.engine["max_unacked_mesages_per_consumer"] == 5
-    assert config.tables == {"kafka": {"bootstrap": "x"}}
+    assert config.tables == {"kafak": {"bootstrap": "x"}}
+    assert config.kafka["bootstrap"] == "y"
     assert "unknown setting 'max_unacked_mesages_per_consumer'" in caplog.text
-    assert "unknown table [kafka]" in caplog.text
+    assert "unknown table [kafak]" in caplog.text
+    assert "unknown setting [kafka] 'bootstrap'" in caplog.text
 
 
 @pytest.mark.parametrize(

@@ -50,6 +50,10 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     static final String FILE_MAX_EVENTS = "ackstateFileMaxEvents";
     static final String FILE_MAX_MILLIS = "ackstateFileMaxMillis";
     static final String QUEUE_CAPACITY = "ackstateQueueCapacity";
+    static final String SINK = "ackstateSink";
+    static final String KAFKA_TOPIC = "ackstateKafkaTopic";
+    /** Prefix of Kafka producer settings: {@code ackstateKafka.bootstrap.servers=host:9092}. */
+    static final String KAFKA_SETTINGS = "ackstateKafka.";
 
     private final String run = UUID.randomUUID().toString().substring(0, 8);
     private final AtomicLong eventNo = new AtomicLong();
@@ -123,20 +127,48 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     public void initialize(PulsarService pulsar) throws Exception {
         // getBrokerId() is not available yet here (it throws and aborts the broker's start)
         Properties props = pulsar.getConfiguration().getProperties();
-        String dir = props.getProperty(SINK_DIRECTORY);
-        if (dir == null || dir.isBlank()) {
-            throw new IllegalArgumentException(SINK_DIRECTORY + " must name the directory for ackstate's event files");
-        }
-        int maxEvents = Integer.parseInt(props.getProperty(FILE_MAX_EVENTS, "10000"));
-        long maxMillis = Long.parseLong(props.getProperty(FILE_MAX_MILLIS, "1000"));
         int capacity = Integer.parseInt(props.getProperty(QUEUE_CAPACITY, "100000"));
-        queue = new EventQueue(capacity, new FileSink(Path.of(dir), run, System.currentTimeMillis(), maxEvents,
-                maxMillis));
+        String sink = props.getProperty(SINK, "file").strip();
+        switch (sink) {
+            case "file" -> {
+                String dir = props.getProperty(SINK_DIRECTORY);
+                if (dir == null || dir.isBlank()) {
+                    throw new IllegalArgumentException(SINK_DIRECTORY + " must name the directory for ackstate's event files");
+                }
+                int maxEvents = Integer.parseInt(props.getProperty(FILE_MAX_EVENTS, "10000"));
+                long maxMillis = Long.parseLong(props.getProperty(FILE_MAX_MILLIS, "1000"));
+                queue = new EventQueue(capacity, new FileSink(Path.of(dir), run, System.currentTimeMillis(),
+                        maxEvents, maxMillis));
+                log.info("ackstate interceptor: run {} writing to {} (files of {} events or {} ms, queue {})", run,
+                        dir, maxEvents, maxMillis, capacity);
+            }
+            case "kafka" -> {
+                String topic = props.getProperty(KAFKA_TOPIC, "ackstate-events").strip();
+                Properties settings = kafkaSettings(props);
+                if (settings.getProperty("bootstrap.servers", "").isBlank()) {
+                    throw new IllegalArgumentException(KAFKA_SETTINGS + "bootstrap.servers must name the Kafka"
+                            + " servers for " + SINK + "=kafka");
+                }
+                queue = new EventQueue(capacity, new KafkaSink(topic, settings));
+                log.info("ackstate interceptor: run {} writing to Kafka topic {} at {} (queue {})", run, topic,
+                        settings.getProperty("bootstrap.servers"), capacity);
+            }
+            default -> throw new IllegalArgumentException(SINK + " must be file or kafka, not " + sink);
+        }
         metrics = new DropMetrics(queue);
         metrics.registerDefault();
         pulsar.getBrokerService().addTopicEventListener(this);
-        log.info("ackstate interceptor: run {} writing to {} (files of {} events or {} ms, queue {})", run, dir,
-                maxEvents, maxMillis, capacity);
+    }
+
+    /** The broker's {@code ackstateKafka.<name>} settings as Kafka producer settings {@code <name>}. */
+    static Properties kafkaSettings(Properties brokerConf) {
+        Properties settings = new Properties();
+        for (String name : brokerConf.stringPropertyNames()) {
+            if (name.startsWith(KAFKA_SETTINGS)) {
+                settings.setProperty(name.substring(KAFKA_SETTINGS.length()), brokerConf.getProperty(name).strip());
+            }
+        }
+        return settings;
     }
 
     // ---- emitting ------------------------------------------------------------------------

@@ -62,8 +62,9 @@ final class EventQueue implements AutoCloseable {
         return false;
     }
 
+    /** Dropped here (queue full, write failed) or lost by the sink after it accepted them. */
     long dropped() {
-        return dropped.get();
+        return dropped.get() + sink.lost();
     }
 
     long written() {
@@ -99,6 +100,6 @@ final class EventQueue implements AutoCloseable {
         closing = true;
         writer.join(30_000);
         sink.close();
-        log.info("ackstate interceptor: closed; {} event(s) written, {} dropped", written.get(), dropped.get());
+        log.info("ackstate interceptor: closed; {} event(s) written, {} dropped", written.get(), dropped());
     }
 }

@@ -5,7 +5,7 @@ import java.util.List;
 
 /**
  * Where complete event lines go, called only from the one writer thread of {@link EventQueue}.
- * The file sink is the first; a Kafka sink fits beside it with the same queue and drop policy.
+ * Two sinks share the queue and its drop policy: {@link FileSink} and {@link KafkaSink}.
  */
 interface EventSink extends AutoCloseable {
     /** Append lines (each one JSON object, no newline). */
@@ -13,6 +13,12 @@ interface EventSink extends AutoCloseable {
 
     /** Called at least every few hundred ms, also when idle: make due output visible. */
     void tick(long nowMillis) throws IOException;
+
+    /** Events the sink accepted and then failed to deliver (a sink that delivers later, as
+     *  Kafka's producer does, learns of a failure after {@link #write} returned). */
+    default long lost() {
+        return 0;
+    }
 
     /** Make everything written so far visible, and release resources. */
     @Override

@@ -1,0 +1,30 @@
+"""A real single-node Kafka (KRaft mode) on 127.0.0.1: the transport between broker and ingest.
+
+Every test here is marked ``kafka`` and ``spark``. The server's jars and Spark's Kafka source come
+from the cache ``ackstate setup --kafka`` fills; a missing cache fails the test with that command
+named, it is never skipped. One server serves the module; each test uses its own topics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jobs.kafka import KafkaServer
+
+_HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _HERE in item.path.resolve().parents:
+            item.add_marker(pytest.mark.kafka)
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaServer]:
+    with KafkaServer(tmp_path_factory.mktemp("kafka")) as server:
+        yield server
