@@ -221,6 +221,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def stop_process(process: subprocess.Popen[bytes] | None, timeout: float, what: str) -> None:
+    """SIGTERM (a server's shutdown hook runs), then SIGKILL after ``timeout`` seconds."""
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        log.warning("%s %s did not stop in %.0f s; killing it", what, process.pid, timeout)
+        process.kill()
+        process.wait()
+
+
 @dataclass
 class StandaloneBroker:
     """A Pulsar standalone broker on 127.0.0.1, in ``workdir``, stopped by its process id.
@@ -346,15 +359,7 @@ class StandaloneBroker:
     def stop(self, timeout: float = 60.0) -> None:
         """SIGTERM (Pulsar's shutdown hook unloads topics and closes the plugin), then SIGKILL."""
         proc, self.process = self.process, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            log.warning("broker %s did not stop in %.0f s; killing it", proc.pid, timeout)
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout, "broker")
 
     def restart(self) -> None:
         self.stop()

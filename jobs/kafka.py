@@ -12,8 +12,6 @@ like Delta's, and ``jobs.session`` adds them to every local session when they ar
 from __future__ import annotations
 
 import base64
-import logging
-import signal
 import socket
 import subprocess
 import time
@@ -21,12 +19,10 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jobs.broker import cached_files, free_port, resolve_pom
+from jobs.broker import cached_files, free_port, resolve_pom, stop_process
 from jobs.config import conf_dir
 from jobs.errors import AckstateError
 from jobs.jars import display_path, jars_root
-
-log = logging.getLogger("ackstate.kafka")
 
 KAFKA_VERSION = "3.9.1"
 SPARK_KAFKA_VERSION = "4.1.3"
@@ -188,15 +184,7 @@ class KafkaServer:
 
     def stop(self, timeout: float = 30.0) -> None:
         proc, self.process = self.process, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            log.warning("Kafka %s did not stop in %.0f s; killing it", proc.pid, timeout)
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout, "Kafka")
 
     def reachable(self) -> bool:
         with socket.socket() as s:

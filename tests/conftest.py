@@ -28,6 +28,24 @@ settings.register_profile("dev")
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ackstate"))
 
 
+# Every test in these folders carries these markers (`-m "not pulsar"` and the like select them).
+FOLDER_MARKERS = {
+    "spark": ("spark",),
+    "pulsar": ("pulsar", "spark"),
+    "kafka": ("kafka", "spark"),
+    "cluster": ("cluster", "spark"),
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = REPO_ROOT / "tests"
+    for item in items:
+        path = item.path.resolve()
+        if tests in path.parents and path.parent != tests:
+            for marker in FOLDER_MARKERS.get(path.relative_to(tests).parts[0], ()):
+                item.add_marker(marker)
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     """The checkout's root directory (where pyproject.toml and conf/ are)."""

@@ -7,20 +7,10 @@ pyspark; they are stopped by process id when the module ends.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.cluster.standalone import StandaloneCluster
-
-_HERE = Path(__file__).resolve().parent
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if _HERE in item.path.resolve().parents:
-            item.add_marker(pytest.mark.cluster)
-            item.add_marker(pytest.mark.spark)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import pyspark
 
-from jobs.broker import free_port
+from jobs.broker import free_port, stop_process
 
 SPARK_HOME = Path(pyspark.__file__).parent
 
@@ -109,15 +108,8 @@ class StandaloneCluster:
         return sorted(self.workdir.glob("worker-*/app-*/*/stderr"))
 
     def stop(self, timeout: float = 30.0) -> None:
-        for process in reversed(self.processes):
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.processes:
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        for process in reversed(self.processes):  # the workers, then the master
+            stop_process(process, timeout, "Spark daemon")
         self.processes.clear()
 
     def __enter__(self) -> StandaloneCluster:

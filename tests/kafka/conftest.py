@@ -8,20 +8,10 @@ named, it is never skipped. One server serves the module; each test uses its own
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from jobs.kafka import KafkaServer
-
-_HERE = Path(__file__).resolve().parent
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if _HERE in item.path.resolve().parents:
-            item.add_marker(pytest.mark.kafka)
-            item.add_marker(pytest.mark.spark)
 
 
 @pytest.fixture(scope="module")

@@ -6,16 +6,3 @@ fills; a missing cache fails the test with that command named, it is never skipp
 """
 
 from __future__ import annotations
-
-from pathlib import Path
-
-import pytest
-
-_HERE = Path(__file__).resolve().parent
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if _HERE in item.path.resolve().parents:
-            item.add_marker(pytest.mark.pulsar)
-            item.add_marker(pytest.mark.spark)

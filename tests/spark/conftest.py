@@ -10,14 +10,6 @@ from pathlib import Path
 
 import pytest
 
-_HERE = Path(__file__).resolve().parent
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if _HERE in item.path.resolve().parents:
-            item.add_marker(pytest.mark.spark)
-
 
 @pytest.fixture
 def warehouse(tmp_path: Path) -> Path:
