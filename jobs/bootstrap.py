@@ -170,7 +170,7 @@ class BootstrapReport:
 
 
 def bootstrap(
-    spark: SparkSession, warehouse: Path, api: AdminApi, topics: Sequence[str] = ()
+    spark: SparkSession, warehouse: str, api: AdminApi, topics: Sequence[str] = ()
 ) -> BootstrapReport:
     """Read the cluster's state and write it as the warehouse's starting state."""
     import pyarrow as pa
@@ -211,7 +211,7 @@ def bootstrap(
 
 
 def _bootstrapped_before(
-    spark: SparkSession, warehouse: Path, keys: Iterable[tuple[str, int]]
+    spark: SparkSession, warehouse: str, keys: Iterable[tuple[str, int]]
 ) -> dict[tuple[str, int], tuple[dict[str, bytes], Ledgers | None]]:
     """The state earlier bootstraps wrote for ``keys`` (encoded cursors, ledgers); refuses a
     partition that an ingest batch (any other writer) has written."""

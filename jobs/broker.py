@@ -391,8 +391,9 @@ class StandaloneBroker:
 
 
 def setup_command(args: Any) -> int:
-    """``ackstate setup [--pulsar] [--kafka]``: the Delta jars; with ``--pulsar`` the broker and
-    its plugin; with ``--kafka`` Spark's Kafka source and a Kafka server for local runs."""
+    """``ackstate setup [--pulsar] [--kafka] [--s3]``: the Delta jars; with ``--pulsar`` the
+    broker and its plugin; with ``--kafka`` Spark's Kafka source and a Kafka server for local
+    runs; with ``--s3`` Hadoop's S3A connector."""
     from jobs.jars import setup_command as setup_delta
 
     status = setup_delta(args)
@@ -407,6 +408,14 @@ def setup_command(args: Any) -> int:
         what = f"Spark's Kafka source {SPARK_KAFKA_VERSION} and Kafka {KAFKA_VERSION} in {where}"
         seconds = time.monotonic() - started
         took = f" (resolved {' and '.join(resolved)} in {seconds:.1f} s)" if resolved else " already there"
+        print(f"ackstate setup: {what}{took}")
+    if getattr(args, "s3", False):
+        from jobs.s3 import HADOOP_AWS_VERSION, ensure_s3_jars, s3_jars_dir
+
+        started = time.monotonic()
+        resolved = ensure_s3_jars(args.jars_dir, force=args.force)
+        what = f"Hadoop's S3A connector {HADOOP_AWS_VERSION} in {display_path(s3_jars_dir(args.jars_dir))}"
+        took = f" (resolved in {time.monotonic() - started:.1f} s)" if resolved else " already there"
         print(f"ackstate setup: {what}{took}")
     if not getattr(args, "pulsar", False):
         return 0

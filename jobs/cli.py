@@ -4,7 +4,8 @@ This module only parses arguments and dispatches. Each subcommand is a function
 ``f(args) -> int | None`` named by module path in ``COMMANDS`` and imported when the command
 runs, so ``ackstate --help`` starts no JVM and a command whose module is not part of this
 build says so instead of failing at import. Before dispatch, ``args.config`` holds the merged
-``AckstateConfig`` and ``args.warehouse`` the resolved absolute warehouse ``Path``.
+``AckstateConfig`` and ``args.warehouse`` the resolved warehouse (an absolute path or a URI,
+``jobs.locations``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ class Command(NamedTuple):
 COMMANDS: dict[str, Command] = {
     "setup": Command(
         "jobs.broker:setup_command",
-        "put the Delta Lake jars (and with --pulsar the Pulsar broker and its plugin) in the local cache",
+        "put the Delta Lake jars in the local cache (and the Pulsar broker and its plugin, Kafka, "
+        "S3A with --pulsar, --kafka, --s3)",
     ),
     "demo": Command("jobs.demo:run", "generate a workload, ingest it and print stats: the main job, locally"),
     "init": Command("jobs.tables:init_command", "create the warehouse tables (idempotent)"),
@@ -153,6 +155,11 @@ def _setup_args(p: argparse.ArgumentParser) -> None:
         "--kafka",
         action="store_true",
         help="also resolve Spark's Kafka source (ingest --format kafka) and a Kafka server (needs Maven)",
+    )
+    p.add_argument(
+        "--s3",
+        action="store_true",
+        help="also resolve Hadoop's S3A connector, for s3a:// and s3:// locations (needs Maven)",
     )
     p.add_argument(
         "--verify",

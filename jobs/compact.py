@@ -54,10 +54,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.topic import complete_name, partition_name
+from jobs import locations
 from jobs.errors import AckstateError
 from jobs.retry import DEFAULT_ATTEMPTS, retry_on_conflict
 from jobs.stats import TopicFilter
@@ -140,7 +140,7 @@ class LedgerTrim:
 
 @dataclass(frozen=True)
 class CompactOptions:
-    warehouse: Path
+    warehouse: str
     tables: tuple[str, ...] = tuple(TABLES)
     optimize: bool = True
     vacuum: bool = True
@@ -199,7 +199,7 @@ class CompactOptions:
             tables = tuple(t.strip() for t in args.tables.split(",") if t.strip())
         hours = getattr(args, "vacuum_retention_hours", None)
         return cls(
-            warehouse=Path(args.warehouse),
+            warehouse=locations.resolve(args.warehouse),
             tables=tables,
             optimize=bool(conf.get("optimize", True)) and not getattr(args, "no_optimize", False),
             vacuum=bool(conf.get("vacuum", True)) and not getattr(args, "no_vacuum", False),
@@ -935,6 +935,7 @@ def run(args: argparse.Namespace) -> int:
 
     options = CompactOptions.from_args(args)
     spark = get_spark(args.config)
+    refuse_beside_live_ingest(spark, options.warehouse)
     report = compact(spark, options)
     if getattr(args, "json", False):
         sys.stdout.write(json.dumps(report.as_dict(), indent=2) + "\n")
@@ -945,6 +946,36 @@ def run(args: argparse.Namespace) -> int:
     # batch kept running); run again
     skipped = [t for t in report.trims if t.status.startswith(("skipped", "deferred"))]
     return 1 if skipped else 0
+
+
+SINGLE_WRITER_SCHEMES = ("s3", "s3a", "s3n")
+"""Where Delta's default log store serialises commits only within one driver (S3 has no
+put-if-absent for it); HDFS, GCS and Azure log stores are safe across applications."""
+
+
+def refuse_beside_live_ingest(spark: SparkSession, warehouse: str) -> None:
+    """A ``CompactError`` when a second application must not commit to ``warehouse`` now: it is
+    on S3, no multi-writer log store is configured, and an ingest keeps a fresh heartbeat."""
+    from jobs.checkpoints import live_ingests
+
+    scheme = locations.scheme(warehouse)
+    if scheme not in SINGLE_WRITER_SCHEMES:
+        return
+    store = spark.conf.get(f"spark.delta.logStore.{scheme}.impl", None) or spark.conf.get(
+        "spark.delta.logStore.class", None
+    )
+    if store:
+        log.info("warehouse on %s with log store %s: compacting beside a running ingest", scheme, store)
+        return
+    live = live_ingests(warehouse)
+    if live:
+        ages = ", ".join(f"{b.app_id} ({time.time() - b.at:.0f} s ago)" for b in live)
+        raise CompactError(
+            f"warehouse {warehouse} is on S3 and an ingest is running there (heartbeat of {ages}): "
+            "Delta's S3 log store lets only one application commit, so a compaction beside it can "
+            "lose a commit. Set [ingest] compact_every = N to compact inside the ingest, stop the "
+            f"ingest first, or give both a multi-writer log store (spark.delta.logStore.{scheme}.impl)"
+        )
 
 
 # ---- helpers --------------------------------------------------------------------------------

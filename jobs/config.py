@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
+import tempfile
 import tomllib
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +23,7 @@ from typing import Any
 
 import jobs
 from engine.topic import is_persistent, split_partition
+from jobs import locations
 from jobs.errors import ConfigError
 
 log = logging.getLogger("ackstate.config")
@@ -32,7 +36,8 @@ def conf_dir() -> Path:
     """The directory of ackstate's default configuration files.
 
     A checkout or an editable install keeps ``conf/`` next to the ``jobs`` package; a wheel
-    install gets a copy under ``<prefix>/share/ackstate/conf``.
+    install gets a copy under ``<prefix>/share/ackstate/conf``; a zip shipped with
+    ``spark-submit --py-files`` carries ``conf/`` beside the packages (``_unpacked_conf``).
     """
     candidates = (
         Path(jobs.__file__).resolve().parent.parent / "conf",
@@ -41,10 +46,41 @@ def conf_dir() -> Path:
     for candidate in candidates:
         if (candidate / "ackstate.toml").is_file():
             return candidate
+    unpacked = _unpacked_conf()
+    if unpacked is not None:
+        return unpacked
     raise ConfigError(
         f"ackstate's default configuration (conf/ackstate.toml) is in none of "
-        f"{', '.join(str(c) for c in candidates)}: reinstall ackstate"
+        f"{', '.join(str(c) for c in candidates)}: reinstall ackstate, or build the --py-files "
+        "zip with conf/ in it (README)"
     )
+
+
+def _unpacked_conf() -> Path | None:
+    """``conf/`` of the zip ``jobs`` was imported from, unpacked once into the temporary
+    directory (one copy per zip content: its size and time are in the name), or None.
+
+    Spark's settings files and the TOML are read by path, so they cannot stay in the zip.
+    """
+    archive = getattr(getattr(jobs, "__loader__", None), "archive", None)  # a zipimporter's
+    if not archive or not zipfile.is_zipfile(archive):
+        return None
+    stat = os.stat(archive)
+    target = Path(tempfile.gettempdir()) / f"ackstate-conf-{os.getuid()}-{stat.st_size}-{stat.st_mtime_ns}"
+    if (target / "ackstate.toml").is_file():
+        return target
+    with zipfile.ZipFile(archive) as zf:
+        members = [m for m in zf.namelist() if m.startswith("conf/") and not m.endswith("/")]
+        if "conf/ackstate.toml" not in members:
+            return None
+        scratch = Path(tempfile.mkdtemp(prefix=target.name + ".partial-", dir=target.parent))
+        for member in members:
+            (scratch / Path(member).name).write_bytes(zf.read(member))
+    try:
+        scratch.rename(target)
+    except OSError:  # another process unpacked it first
+        shutil.rmtree(scratch, ignore_errors=True)
+    return target
 
 
 @dataclass(frozen=True)
@@ -119,18 +155,18 @@ class AckstateConfig:
         """Maven coordinate of the Delta Lake jar, ``group:artifact:version``."""
         return f"{self.delta['group']}:{self.delta['artifact']}:{self.delta['version']}"
 
-    def warehouse(self, flag: str | Path | None = None) -> Path:
+    def warehouse(self, flag: str | Path | None = None) -> str:
         """Where the Delta tables live: ``--warehouse``, else ``$ACKSTATE_WAREHOUSE``, else the
-        ``[ingest] warehouse`` setting (default ``./warehouse``), as an absolute path."""
+        ``[ingest] warehouse`` setting (default ``./warehouse``), as an absolute path or a URI."""
         return resolve_warehouse(flag, self)
 
 
-def resolve_warehouse(flag: str | Path | None = None, config: AckstateConfig | None = None) -> Path:
+def resolve_warehouse(flag: str | Path | None = None, config: AckstateConfig | None = None) -> str:
     """Resolve the warehouse path: flag, then environment, then configuration, then default."""
     chosen: str | Path | None = flag or os.environ.get(WAREHOUSE_ENV) or None
     if chosen is None and config is not None:
         chosen = config.ingest.get("warehouse")
-    return Path(chosen or DEFAULT_WAREHOUSE).expanduser().absolute()
+    return locations.resolve(chosen or DEFAULT_WAREHOUSE)
 
 
 def load_config(conf_file: str | Path | None = None) -> AckstateConfig:

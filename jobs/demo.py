@@ -11,11 +11,11 @@ import argparse
 import json
 import logging
 import time
-from pathlib import Path
 
 from engine import EngineSettings
+from jobs import locations
 from jobs.generate import generate
-from jobs.ingest import IngestError, IngestOptions, start_ingest
+from jobs.ingest import IngestError, IngestOptions, end_heartbeat, start_ingest
 from jobs.tables import read_table
 
 log = logging.getLogger("ackstate.demo")
@@ -27,7 +27,10 @@ def run(args: argparse.Namespace) -> int:
     from jobs.session import get_spark
 
     events = int(args.events)
-    out = Path(args.out) if args.out else args.warehouse / "_demo" / f"events-{events}"
+    # the demo writes its events with the local filesystem, beside a local warehouse
+    warehouse = locations.require_local(args.warehouse, "the warehouse", "demo")
+    out = locations.require_local(args.out, "--out", "demo") if args.out else None
+    out = out or warehouse / "_demo" / f"events-{events}"
     started = time.time()
     if out.exists() and any(out.glob("*.jsonl")):
         print(f"events: reusing {out} (already generated)")
@@ -54,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     )
     query = start_ingest(spark, options)
     query.awaitTermination()
+    end_heartbeat(query)
     if query.exception() is not None:
         raise IngestError(f"ingest failed: {query.exception()}")
 

@@ -40,6 +40,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from jobs import locations
 from jobs.errors import AckstateError
 from schemas.validation import COMMON_REQUIRED, REQUIRED
 
@@ -207,7 +208,7 @@ def iter_events(
 def run(args: argparse.Namespace) -> int:
     """``ackstate generate``: write the event log and print its summary as JSON."""
     summary = generate(
-        Path(getattr(args, "out", None) or "./events"),
+        locations.require_local(getattr(args, "out", None) or "./events", "--out", "generate"),
         events=_arg(args, "events", DEFAULT_EVENTS),
         topics=_arg(args, "topics", DEFAULT_TOPICS),
         partitions=_arg(args, "partitions", DEFAULT_PARTITIONS),

@@ -37,13 +37,13 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from engine import EngineSettings
-from jobs import progress
-from jobs.checkpoints import register, uncommitted_batch
+from jobs import locations, progress
+from jobs.checkpoints import CHECKPOINTS_DIR, HeartbeatThread, register, uncommitted_batch
+from jobs.compact import CompactOptions
 from jobs.errors import AckstateError
 from jobs.ingest_producers import write_producer_tables
 from jobs.retry import retry_on_conflict
@@ -89,7 +89,7 @@ class IngestError(AckstateError):
 @dataclass(frozen=True)
 class IngestOptions:
     source: str
-    warehouse: Path
+    warehouse: str
     format: str = "json"
     trigger: str = "available-now"
     processing_time: str = "10 seconds"
@@ -104,20 +104,25 @@ class IngestOptions:
     query_id: str | None = None
     """The writer's id in the tables' ``query_id`` and its idempotency key; default: derived
     from the checkpoint (``app_id``). ``ackstate bootstrap`` names itself."""
+    compact_every: int = 0
+    """``[ingest] compact_every``: compact the warehouse after every N-th micro-batch that wrote,
+    inside the query, so that one application commits to each table (S3); 0 = never."""
+    compaction: CompactOptions | None = None
+    """What that compaction does (``[compact]``); ledger trims are left to ``ackstate compact``."""
 
     @property
     def checkpoint_path(self) -> str:
         if self.checkpoint:
-            return str(Path(self.checkpoint).absolute())
+            return locations.resolve(self.checkpoint)
         digest = hashlib.sha1(self.source_id.encode()).hexdigest()[:12]
-        return str(self.warehouse / "_checkpoints" / f"ingest-{digest}")
+        return locations.join(self.warehouse, CHECKPOINTS_DIR, f"ingest-{digest}")
 
     @property
     def source_id(self) -> str:
         """What the query reads, as one string: a Kafka topic with its servers, or a path."""
         if self.format == "kafka":
             return f"kafka://{self.kafka.get('bootstrap_servers', '')}/{self.source}"
-        return str(Path(self.source).absolute())
+        return locations.resolve(self.source)
 
     @property
     def app_id(self) -> str:
@@ -286,7 +291,27 @@ def start_ingest(
         stream = stream.trigger(processingTime=options.processing_time)
     else:
         raise IngestError(f"--trigger {options.trigger}: use available-now or continuous")
-    return stream.start()
+    query = stream.start()
+    heartbeat = HeartbeatThread(
+        options.warehouse, options.app_id, options.compact_every, lambda: query.isActive
+    )
+    for stale in [key for key, thread in _HEARTBEATS.items() if not thread.is_alive()]:
+        del _HEARTBEATS[stale]
+    _HEARTBEATS[str(query.id)] = heartbeat
+    heartbeat.start()
+    return query
+
+
+_HEARTBEATS: dict[str, HeartbeatThread] = {}
+
+
+def end_heartbeat(query: StreamingQuery) -> None:
+    """Remove the stopped ``query``'s heartbeat now (its thread would within a second, but a
+    process that exits next would not wait for it)."""
+    heartbeat = _HEARTBEATS.pop(str(query.id), None)
+    if heartbeat is not None:
+        heartbeat.stopped.set()
+        heartbeat.join(timeout=30)
 
 
 _LISTENERS: set[int] = set()
@@ -307,11 +332,14 @@ def run(args: argparse.Namespace) -> int:
             "--source is required (a directory of JSON Lines files, a Delta table, or a Kafka topic)"
         )
     source_format = getattr(args, "format", None) or "json"
+    compact_every = int(args.config.ingest.get("compact_every", 0))
+    if compact_every < 0:
+        raise IngestError(f"[ingest] compact_every = {compact_every}: use 0 (never) or a number of batches")
     kafka = dict(args.config.kafka)
     if getattr(args, "kafka_bootstrap_servers", None):
         kafka["bootstrap_servers"] = args.kafka_bootstrap_servers
     options = IngestOptions(
-        source=args.source if source_format == "kafka" else str(Path(args.source).absolute()),
+        source=args.source if source_format == "kafka" else locations.resolve(args.source),
         kafka=kafka,
         warehouse=args.warehouse,
         format=source_format,
@@ -325,6 +353,8 @@ def run(args: argparse.Namespace) -> int:
             {**args.config.engine, "implicit_consumers": implicit_consumers(args)}
         ),
         write_threads=int(args.config.ingest.get("write_threads", 4)),
+        compact_every=compact_every,
+        compaction=replace(CompactOptions.from_args(args), trims=()) if compact_every else None,
     )
     spark = get_spark(args.config)
     query = start_ingest(spark, options)
@@ -333,6 +363,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         log.info("stopping ingest")
         query.stop()
+    end_heartbeat(query)
     if query.exception() is not None:
         raise IngestError(f"ingest failed: {query.exception()}")
     return 0
@@ -430,6 +461,7 @@ class BatchWriter:
         """Called after each phase of each batch (``batch id``, phase name, e.g. ``merge
         cursors``): tests interleave other jobs with a batch, or crash it there."""
         self._first_batch = True
+        self._written = 0  # batches with input, for [ingest] compact_every
         self._sessions: list[SparkSession] = []  # for concurrent writes (_write_sessions)
         self.repeats: int | None = -1
         """The batch an earlier run began and did not commit (set by ``start_ingest`` from the
@@ -453,6 +485,20 @@ class BatchWriter:
             self._apply(spark, raw, batch_id, tag, pinned, input_rows, started)
         finally:
             raw.unpersist()
+        self._written += 1
+        every, compaction = self.options.compact_every, self.options.compaction
+        if every and compaction is not None and self._written % every == 0:
+            self._compact(spark, compaction, batch_id)
+
+    def _compact(self, spark: SparkSession, compaction: CompactOptions, batch_id: int) -> None:
+        """Compact between micro-batches: the query is then the warehouse's one writer. After
+        the batch's writes and before its checkpoint commit, so a crash here repeats a batch
+        whose writes are all in (idempotent) and a compaction that changes no row."""
+        from jobs.compact import compact
+
+        report = compact(spark, compaction)
+        log.info("batch %d: compacted the warehouse in %.1f s", batch_id, report.seconds)
+        self._phases.done("compact")
 
     def write_output(self, spark: SparkSession, out: DataFrame, batch_id: int) -> progress.BatchFigures:
         """Write ``schemas.udf.APPLY_OUTPUT`` rows that no input event produced.

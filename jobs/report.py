@@ -19,6 +19,7 @@ import base64
 import html
 import logging
 import math
+import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.topic import partition_name
+from jobs import locations
 from jobs.errors import AckstateError
 from jobs.stats import TopicFilter
 
@@ -320,7 +322,7 @@ REDELIVERY_COLUMNS = ("topic", "partition", "subscription", "ledger_id", "entry_
 
 
 def read_history(
-    spark: SparkSession, warehouse: Path, name: str, columns: Sequence[str], points: int
+    spark: SparkSession, warehouse: str, name: str, columns: Sequence[str], points: int
 ) -> tuple[list[dict[str, Any]], list[int]]:
     """Rows of ``name`` at up to ``points`` versions (one Spark job), and the versions read.
 
@@ -378,7 +380,7 @@ def run(args: argparse.Namespace) -> int:
     from jobs.tables import table_path
 
     spark = get_spark(args.config)
-    warehouse = Path(args.warehouse)
+    warehouse = locations.resolve(args.warehouse)
     if not DeltaTable.isDeltaTable(spark, table_path(warehouse, "cursors")):
         raise ReportError(
             f"warehouse {warehouse} has no cursors table: run `ackstate init` and `ackstate ingest` "
@@ -398,21 +400,28 @@ def run(args: argparse.Namespace) -> int:
         redelivery_rows, [s.name for s in series], topic=selected, subscription=subscription
     )
 
-    out = Path(args.out).expanduser().absolute()
-    out.mkdir(parents=True, exist_ok=True)
-    title = f"ackstate report: {warehouse}" + (f", {selected.name}" if selected else "")
-    if subscription:
-        title += f", subscription {subscription}"
-    png = render_png(series, redeliveries, out / PNG_NAME, title=title)
-    facts = {
-        "warehouse": str(warehouse),
-        "cursors versions read": _versions(cursor_versions),
-        "redeliveries versions read": _versions(redelivery_versions),
-        "subscriptions drawn": f"{len(series)} (top {top} by peak backlog, then ack holes)",
-        "written": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
-    }
-    (out / HTML_NAME).write_text(render_html(png, series, title=title, facts=facts), encoding="utf-8")
-    print(f"report: {out / PNG_NAME} and {out / HTML_NAME}")
+    out = locations.resolve(args.out)
+    # drawn on local disk; a URI --out then gets both files copied through Hadoop's FileSystem
+    with tempfile.TemporaryDirectory(prefix="ackstate-report-") as scratch:
+        local = Path(scratch) if locations.is_uri(out) else Path(out)
+        local.mkdir(parents=True, exist_ok=True)
+        title = f"ackstate report: {warehouse}" + (f", {selected.name}" if selected else "")
+        if subscription:
+            title += f", subscription {subscription}"
+        png = render_png(series, redeliveries, local / PNG_NAME, title=title)
+        facts = {
+            "warehouse": warehouse,
+            "cursors versions read": _versions(cursor_versions),
+            "redeliveries versions read": _versions(redelivery_versions),
+            "subscriptions drawn": f"{len(series)} (top {top} by peak backlog, then ack holes)",
+            "written": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        }
+        html = render_html(png, series, title=title, facts=facts)
+        (local / HTML_NAME).write_text(html, encoding="utf-8")
+        if locations.is_uri(out):
+            for name in (PNG_NAME, HTML_NAME):
+                locations.upload(local / name, locations.join(out, name))
+    print(f"report: {locations.join(out, PNG_NAME)} and {locations.join(out, HTML_NAME)}")
     print(
         f"  {len(series)} subscription(s) over {len(cursor_versions)} cursors version(s), "
         f"{sum(sum(v) for v in redeliveries[1].values())} redelivery request(s), "

@@ -36,6 +36,7 @@ from jobs.config import AckstateConfig, conf_dir, load_config
 from jobs.errors import DeltaJarsMissingError, SparkUnavailableError
 from jobs.jars import ensure_delta_jars, find_delta_jars, jars_root
 from jobs.kafka import spark_kafka_dir
+from jobs.s3 import S3A_CLASS, cached_s3_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -64,11 +65,9 @@ def get_spark(
     ``~/.cache/ackstate/jars``). When the cache is empty the jars are resolved into it first,
     as ``ackstate setup`` does, unless ``$ACKSTATE_OFFLINE`` is set.
     """
-    from pyspark.sql import SparkSession
 
     extra = {k: _conf_value(v) for k, v in (extra_conf or {}).items()}
-    # the default session first: a thread may have a streaming query's clone as its active one
-    active = _instantiated_session() or SparkSession.getActiveSession()
+    active = running_session()
     if active is not None:
         _set_runtime_conf(active, extra)
         return active
@@ -163,6 +162,16 @@ def _launch_local_jvm(
     kafka_jars = cached_files(spark_kafka_dir(jars_dir)) or []
     if kafka_jars and "spark-sql-kafka" not in conf.get("spark.jars", ""):
         conf["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars", ""), *map(str, kafka_jars)]))
+    # Hadoop's S3A connector (s3a:// and s3:// locations), when `ackstate setup --s3` cached it
+    # on the class path: spark.jars would copy the 640 MB SDK bundle into every session's
+    # scratch directory (a local executor fetches its jars too); a cluster's executors get them
+    # shipped
+    s3_jars = cached_s3_jars(jars_dir)
+    key = "spark.driver.extraClassPath" if chosen_master.startswith("local") else "spark.jars"
+    separator = os.pathsep if key == "spark.driver.extraClassPath" else ","
+    if s3_jars and "hadoop-aws" not in conf.get(key, "") + conf.get("spark.jars", ""):
+        conf[key] = separator.join(filter(None, [conf.get(key, ""), *map(str, s3_jars)]))
+        conf.setdefault("spark.hadoop.fs.s3.impl", S3A_CLASS)
     if not _delta_supplied(conf):
         conf["spark.jars"] = ",".join(
             filter(None, [conf.get("spark.jars", ""), *map(str, _delta_jars(config, jars_dir))])
@@ -245,6 +254,15 @@ def class_loadable(name: str) -> bool:
 def _scratch_catalog_dir() -> Path:
     """Where Spark's session catalog keeps managed tables, which die with the session anyway."""
     return Path(tempfile.gettempdir()) / f"ackstate-spark-catalog-{os.getuid()}"
+
+
+def running_session() -> SparkSession | None:
+    """The session this process runs, if any: the default one first (a thread may have a
+    streaming query's clone as its active one, and a thread of our own has none), then the
+    thread's active one."""
+    from pyspark.sql import SparkSession
+
+    return _instantiated_session() or SparkSession.getActiveSession()
 
 
 def _instantiated_session() -> SparkSession | None:

@@ -21,10 +21,11 @@ import logging
 import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from jobs import locations
 from jobs.errors import AckstateError
+from jobs.tables import table_path
 from schemas.tables import TABLES
 
 if TYPE_CHECKING:
@@ -43,8 +44,8 @@ class SqlError(AckstateError):
 class Warehouse:
     """The warehouse tables as temporary views of one Spark session, registered on demand."""
 
-    def __init__(self, spark: SparkSession, warehouse: Path, as_of: str | None = None) -> None:
-        self.spark, self.warehouse, self.as_of = spark, Path(warehouse), as_of
+    def __init__(self, spark: SparkSession, warehouse: str, as_of: str | None = None) -> None:
+        self.spark, self.warehouse, self.as_of = spark, locations.resolve(warehouse), as_of
         self.registered: set[str] = set()
         self._missing: set[str] = set()
 
@@ -58,7 +59,7 @@ class Warehouse:
         for name in names:
             if name in self.registered or name in self._missing:
                 continue
-            if not DeltaTable.isDeltaTable(self.spark, str(self.warehouse / name)):
+            if not DeltaTable.isDeltaTable(self.spark, table_path(self.warehouse, name)):
                 self._missing.add(name)
                 continue
             with as_of_errors((name,), self.as_of):

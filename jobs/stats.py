@@ -30,7 +30,6 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine import CorruptState, Cursor, Ledgers
@@ -459,7 +458,7 @@ def _run(args: argparse.Namespace, read: Any) -> int:
 
 def read_stats(
     spark: SparkSession,
-    warehouse: Path,
+    warehouse: str,
     selected: TopicFilter | None,
     subscription: str | None,
     as_of: str | None,
@@ -518,7 +517,7 @@ def read_stats(
 
 def read_internal_stats(
     spark: SparkSession,
-    warehouse: Path,
+    warehouse: str,
     selected: TopicFilter | None,
     subscription: str | None,
     as_of: str | None,
@@ -534,7 +533,7 @@ def read_internal_stats(
     )
 
 
-def _has_table(spark: SparkSession, warehouse: Path, name: str) -> bool:
+def _has_table(spark: SparkSession, warehouse: str, name: str) -> bool:
     from delta.tables import DeltaTable
 
     from jobs.tables import table_path
@@ -542,7 +541,7 @@ def _has_table(spark: SparkSession, warehouse: Path, name: str) -> bool:
     return bool(DeltaTable.isDeltaTable(spark, table_path(warehouse, name)))
 
 
-def _require_tables(spark: SparkSession, warehouse: Path, names: Iterable[str]) -> None:
+def _require_tables(spark: SparkSession, warehouse: str, names: Iterable[str]) -> None:
     from delta.tables import DeltaTable
 
     from jobs.tables import table_path
@@ -557,7 +556,7 @@ def _require_tables(spark: SparkSession, warehouse: Path, names: Iterable[str]) 
 
 def _frame(
     spark: SparkSession,
-    warehouse: Path,
+    warehouse: str,
     name: str,
     selected: TopicFilter | None,
     subscription: str | None,
@@ -601,7 +600,7 @@ def as_of_errors(names: Sequence[str], as_of: str | None) -> Iterator[None]:
         raise AsOfError(f"cannot read table {tables} as of {as_of!r}: {first_line}") from exc
 
 
-def read_as_of(spark: SparkSession, warehouse: Path, name: str, as_of: str | None) -> DataFrame:
+def read_as_of(spark: SparkSession, warehouse: str, name: str, as_of: str | None) -> DataFrame:
     """``read_table``, except that a time after a table's last commit reads its latest version.
 
     Delta refuses such a time (DELTA_TIMESTAMP_GREATER_THAN_COMMIT), but "the state at 10:00"

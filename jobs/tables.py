@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jobs import locations
 from schemas.tables import TABLE_CLUSTERING, TABLES
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ log = logging.getLogger("ackstate.tables")
 def table_path(warehouse: str | Path, name: str) -> str:
     if name not in TABLES:
         raise KeyError(f"unknown table {name!r}; tables are {sorted(TABLES)}")
-    return str(Path(warehouse) / name)
+    return locations.join(warehouse, name)
 
 
 def ensure_tables(spark: SparkSession, warehouse: str | Path) -> list[str]:

@@ -34,6 +34,7 @@ FOLDER_MARKERS = {
     "pulsar": ("pulsar", "spark"),
     "kafka": ("kafka", "spark"),
     "cluster": ("cluster", "spark"),
+    "s3": ("s3", "spark"),
 }
 
 

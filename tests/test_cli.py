@@ -127,7 +127,7 @@ def test_handler_gets_resolved_config_and_warehouse(monkeypatch: pytest.MonkeyPa
     monkeypatch.setitem(COMMANDS, "stats", Command("ackstate_fake_command:run", "x"))
     monkeypatch.chdir(tmp_path)
     assert main(["stats", "--topic", "persistent://t/ns/x"]) == 0
-    assert seen[0].warehouse == tmp_path / "warehouse"
+    assert seen[0].warehouse == str(tmp_path / "warehouse")
     assert seen[0].config.max_unacked_messages_per_consumer == 50000
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import re
+import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -124,12 +126,13 @@ def test_warehouse_flag_then_environment_then_config_then_default(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     config = load_config(write(tmp_path / "user.toml", '[ingest]\nwarehouse = "/data/from-conf"\n'))
-    assert resolve_warehouse() == tmp_path / "warehouse"
-    assert load_config().warehouse() == tmp_path / "warehouse"
-    assert config.warehouse() == Path("/data/from-conf")
+    assert resolve_warehouse() == str(tmp_path / "warehouse")
+    assert load_config().warehouse() == str(tmp_path / "warehouse")
+    assert config.warehouse() == "/data/from-conf"
     monkeypatch.setenv("ACKSTATE_WAREHOUSE", "/data/from-env")
-    assert config.warehouse() == Path("/data/from-env")
-    assert config.warehouse("rel/wh") == tmp_path / "rel" / "wh"
+    assert config.warehouse() == "/data/from-env"
+    assert config.warehouse("rel/wh") == str(tmp_path / "rel" / "wh")
+    assert config.warehouse("s3a://bucket/wh/") == "s3a://bucket/wh"
 
 
 def test_delta_jar_matches_the_pinned_python_package_and_the_pom() -> None:
@@ -180,3 +183,26 @@ def test_bad_deduplication_policies_are_one_line_errors(tmp_path: Path, entry: s
     conf = write(tmp_path / "bad.toml", f"[deduplication]\n{entry}\n")
     with pytest.raises(ConfigError, match=message):
         load_config(conf)
+
+
+def test_a_py_files_zip_carries_its_conf(tmp_path: Path) -> None:
+    """Under ``spark-submit --py-files ackstate.zip`` the packages come from the zip, and so does
+    ``conf/``: unpacked beside it, with the same files as the checkout's."""
+    root = conf_dir().parent
+    archive = tmp_path / "ackstate.zip"
+    subprocess.run(
+        [sys.executable, "-m", "zipfile", "-c", str(archive), "engine", "udfs", "schemas", "jobs", "conf"],
+        cwd=root, check=True,
+    )  # fmt: skip
+    probe = (
+        f"import sys; sys.path.insert(0, {str(archive)!r})\n"
+        "import jobs.config as c\n"
+        "print(c.__file__); print(c.conf_dir()); print(c.load_config().delta_coordinate)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out[0].startswith(str(archive))
+    unpacked = Path(out[1])
+    assert sorted(p.name for p in unpacked.iterdir()) == sorted(p.name for p in conf_dir().iterdir())
+    assert out[2] == load_config().delta_coordinate

@@ -1,0 +1,182 @@
+"""The whole path on S3: every command a user runs, against an S3 API through Hadoop's S3A.
+
+The source, the checkpoint, the warehouse and the report all live in one bucket of a local
+S3 server (moto); each command is a separate ``ackstate`` process whose only S3 settings come
+from ``[spark]`` of its ``--conf``, as a user's would. What it leaves must be what the same
+events give on a local warehouse: the same tables, row for row, and the same answers from
+``stats``, ``internal-stats`` and ``sql``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from jobs import checkpoints
+from jobs.cli import main
+from jobs.compact import CompactOptions
+from jobs.generate import iter_events
+from jobs.ingest import BatchWriter, IngestOptions, start_ingest
+from tests.s3.conftest import BUCKET
+from tests.s3.server import S3Server
+from tests.spark._warehouse import snapshot, write_events
+
+LINEAGE = frozenset(
+    {"query_id", "batch_id", "updated_at", "rejected_at", "started_at", "finished_at", "duration_ms",
+     "rows_per_second", "input_rows", "applied_rows", "rejected_rows", "stale_rows", "duplicate_rows",
+     "partitions_touched", "cursors_touched"}
+)  # fmt: skip
+FILES = 2
+WAREHOUSE = f"s3a://{BUCKET}/warehouse"
+CHECKPOINT = f"s3a://{BUCKET}/checkpoints/ingest-one"
+QUERY = (
+    "SELECT topic, partition, subscription, mark_delete_ledger_id, mark_delete_entry_id FROM cursors "
+    "ORDER BY topic, partition, subscription"
+)
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory, s3: S3Server) -> Path:
+    """The events as local files, and the same files under ``s3a://<bucket>/events``, put one
+    second apart: the stream reads files in modification order, which S3 keeps to the second."""
+    events = list(iter_events(events=1500, topics=3, partitions=2, subscriptions_per_topic=2, seed=7))
+    path = tmp_path_factory.mktemp("events")
+    size = -(-len(events) // FILES)
+    write_events(path, [events[i : i + size] for i in range(0, len(events), size)])
+    client = s3.client()
+    for k, file in enumerate(sorted(path.glob("*.jsonl"))):
+        if k:
+            time.sleep(1.1)
+        client.upload_file(str(file), BUCKET, f"events/{file.name}")
+    return path
+
+
+@pytest.fixture(scope="module")
+def local_warehouse(spark: SparkSession, source: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    warehouse = tmp_path_factory.mktemp("local") / "warehouse"
+    options = IngestOptions(source=str(source), warehouse=warehouse, max_files_per_trigger=1)
+    query = start_ingest(spark, options, BatchWriter(options))
+    query.awaitTermination()
+    assert query.exception() is None, query.exception()
+    return warehouse
+
+
+def ackstate(conf: Path, *args: str) -> str:
+    """One ``ackstate`` command in a process of its own; its standard output."""
+    cmd = [sys.executable, "-m", "jobs.cli", *args, "--warehouse", WAREHOUSE, "--conf", str(conf)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"{args[0]}: {done.stderr[-3000:]}"
+    return done.stdout
+
+
+def in_process(capsys: pytest.CaptureFixture[str], warehouse: Path, *args: str) -> str:
+    """The same command on the local warehouse, in this process's session."""
+    capsys.readouterr()
+    assert main([*args, "--warehouse", str(warehouse)]) == 0
+    return capsys.readouterr().out
+
+
+def test_every_command_on_s3_gives_what_a_local_warehouse_gives(
+    s3_spark: SparkSession,
+    s3: S3Server,
+    source: Path,
+    local_warehouse: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    conf = tmp_path / "s3.toml"
+    # quoted keys: `endpoint` and `endpoint.region` cannot both be dotted TOML keys
+    settings = "".join(f'"hadoop.{key}" = "{value}"\n' for key, value in s3.hadoop_settings().items())
+    conf.write_text(f"[spark]\n{settings}[ingest]\nmax_files_per_trigger = 1\n")
+
+    ackstate(conf, "init")
+    ackstate(conf, "ingest", "--source", f"s3a://{BUCKET}/events", "--checkpoint", CHECKPOINT)
+    local = snapshot(s3_spark, local_warehouse, exclude=LINEAGE)
+    assert snapshot(s3_spark, WAREHOUSE, exclude=LINEAGE) == local
+    assert sum(len(rows) for rows in local.values()) > 100
+
+    # the checkpoint is on S3 and registered in the warehouse, where `compact` looks for it
+    objects = {o["Key"] for o in s3.client().list_objects_v2(Bucket=BUCKET)["Contents"]}
+    assert "checkpoints/ingest-one/commits/1" in objects
+    [entry] = [k for k in objects if k.startswith("warehouse/_checkpoints/_registry/")]
+    body = s3.client().get_object(Bucket=BUCKET, Key=entry)["Body"].read()
+    assert json.loads(body)["checkpoint"] == CHECKPOINT
+    # read back through Hadoop's FileSystem, as the ledger-trim protocol does
+    assert checkpoints.registered(WAREHOUSE) == [CHECKPOINT]
+    assert checkpoints.uncommitted_batch(CHECKPOINT) is None and checkpoints.running_batches(WAREHOUSE) == []
+
+    for command in (["stats"], ["internal-stats"]):
+        assert json.loads(ackstate(conf, *command)) == json.loads(
+            in_process(capsys, local_warehouse, *command)
+        ), command
+    rows = ackstate(conf, "sql", "--format", "json", QUERY)  # JSON Lines, in QUERY's order
+    assert rows == in_process(capsys, local_warehouse, "sql", "--format", "json", QUERY)
+    assert len(rows.splitlines()) == len(local["cursors"])
+
+    ackstate(conf, "compact")
+    assert snapshot(s3_spark, WAREHOUSE, exclude=LINEAGE) == local
+
+    printed = ackstate(conf, "report", "--out", f"s3a://{BUCKET}/report")
+    assert f"s3a://{BUCKET}/report/report.html" in printed
+    html = s3.client().get_object(Bucket=BUCKET, Key="report/report.html")["Body"].read()
+    png = s3.client().get_object(Bucket=BUCKET, Key="report/report.png")["Body"].read()
+    assert b"<html" in html.lower() and png.startswith(b"\x89PNG")
+
+
+def test_compaction_inside_a_continuous_ingest_on_s3_loses_nothing(
+    s3_spark: SparkSession,
+    s3: S3Server,
+    source: Path,
+    local_warehouse: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``[ingest] compact_every``: the query compacts between its micro-batches, the one writer
+    of every table. A separate ``ackstate compact`` refuses meanwhile, unless a log store is
+    configured; the tables end as a plain run's."""
+    warehouse, events = f"s3a://{BUCKET}/continuous/warehouse", f"s3a://{BUCKET}/continuous/events"
+    options = IngestOptions(
+        source=events,
+        warehouse=warehouse,
+        trigger="continuous",
+        processing_time="1 second",
+        max_files_per_trigger=1,
+        compact_every=1,
+        compaction=CompactOptions(warehouse=warehouse),
+    )
+    client = s3.client()
+    files = sorted(source.glob("*.jsonl"))
+    client.upload_file(str(files[0]), BUCKET, f"continuous/events/{files[0].name}")
+    phases: list[tuple[int, str]] = []
+    writer = BatchWriter(options, on_phase=lambda batch, phase: phases.append((batch, phase)))
+    query = start_ingest(s3_spark, options, writer)
+    try:
+        query.processAllAvailable()
+        # beside the live query, on S3 and with Delta's default log store: refused
+        capsys.readouterr()
+        assert main(["compact", "--warehouse", warehouse]) == 2
+        err = capsys.readouterr().err
+        assert "an ingest is running there" in err and "[ingest] compact_every" in err, err
+        # a log store the user configured (`[spark]` of a process of its own) is passed
+        # through, and compaction runs; this one is Delta's, safe within one JVM as here
+        s3_spark.conf.set("spark.delta.logStore.s3a.impl", "io.delta.storage.S3SingleDriverLogStore")
+        try:
+            assert main(["compact", "--warehouse", warehouse]) == 0
+        finally:
+            s3_spark.conf.unset("spark.delta.logStore.s3a.impl")
+        time.sleep(1.1)  # a later modification time than the first file's
+        client.upload_file(str(files[1]), BUCKET, f"continuous/events/{files[1].name}")
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert query.exception() is None
+    assert snapshot(s3_spark, warehouse, exclude=LINEAGE) == snapshot(
+        s3_spark, local_warehouse, exclude=LINEAGE
+    )
+    # both batches compacted inside the query, after their writes
+    assert [b for b, phase in phases if phase == "compact"] == [0, 1], phases
