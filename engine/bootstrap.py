@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from engine.cursor import SUB_TYPES, Cursor
+from engine.errors import SnapshotError
 from engine.ledgers import Ledgers
 from engine.partition import PartitionState
 from engine.position import EARLIEST, Position
@@ -40,10 +41,6 @@ from engine.topic import is_persistent
 
 # one open-closed range of OpenLongPairRangeSet.toString: "(L:E..L:E]"
 _RANGE = re.compile(r"\((\d+):(-?\d+)\.\.(\d+):(-?\d+)\]")
-
-
-class SnapshotError(ValueError):
-    """The admin API's answer is not the shape Pulsar 4.0 gives."""
 
 
 def parse_ranges(text: str | None) -> list[tuple[Position, Position]]:

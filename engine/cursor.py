@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from engine.ackset import mask_to_words, next_set_bit, unacked_count, words_to_mask
-from engine.errors import CorruptState, InvalidMarkDeletePosition, MarkDeletingMarkedPosition
+from engine.errors import AckBeyondLastPublished, CorruptState, MarkDeleteBeforeMarkDelete
 from engine.ledgers import Ledgers
 from engine.position import EARLIEST, Position
 from engine.rangeset import AckRangeSet
@@ -130,7 +130,7 @@ class Cursor:
             self._delete_one(mid, batch_index_enabled)
         self._auto_advance(ledgers, lac)
         if refused is not None:
-            raise InvalidMarkDeletePosition(f"ack of {refused} beyond the last published entry {lac}")
+            raise AckBeyondLastPublished(f"ack of {refused} beyond the last published entry {lac}")
 
     def _delete_one(self, mid: MessageId, batch_index_enabled: bool) -> None:
         pos = mid.position
@@ -199,7 +199,7 @@ class Cursor:
         """ManagedCursorImpl.setAcknowledgedPosition: refuse going back, extend over contiguous
         acked runs (across ledgers), then purge ranges and batch state at or below it."""
         if new_md < self.mark_delete:
-            raise MarkDeletingMarkedPosition(
+            raise MarkDeleteBeforeMarkDelete(
                 f"cumulative ack of {new_md} is below mark-delete {self.mark_delete}"
             )
         if new_md != self.mark_delete:
@@ -232,7 +232,7 @@ class Cursor:
                 # asyncMarkDelete: "Invalid mark deleted position". Pulsar's exception (MD at the
                 # end of its ledger and a next valid ledger after LAC's) cannot arise here: a
                 # ledger is known only through its published entries, all at or below LAC.
-                raise InvalidMarkDeletePosition(
+                raise AckBeyondLastPublished(
                     f"cumulative ack of {mid.position} beyond the last published entry {lac}"
                 )
             self._set_acknowledged_position(new_pos, ledgers, lac)

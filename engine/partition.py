@@ -31,11 +31,11 @@ from engine.ackset import words_to_mask
 from engine.cursor import SUB_TYPES, Cursor, MessageId
 from engine.dedup import Producers, SendResult
 from engine.errors import (
+    AckBeyondLastPublished,
     CumulativeAckMultipleIds,
     CumulativeAckNotAllowed,
-    DispatchOfUnknownEntry,
+    DispatchBeyondLastPublished,
     EngineRefusal,
-    InvalidMarkDeletePosition,
     InvalidValue,
     PublishOutOfOrder,
     UnknownConsumer,
@@ -541,7 +541,7 @@ class PartitionState:
     ) -> None:
         pos = Position(cols.ledger_id[i], cols.entry_id[i])
         if pos > lac:
-            raise DispatchOfUnknownEntry(f"DISPATCH of {pos}, beyond the last published entry {lac}")
+            raise DispatchBeyondLastPublished(f"DISPATCH of {pos}, beyond the last published entry {lac}")
         # An acked entry can still be dispatched: a dispatcher sends what it read before the ack
         # landed (a real 4.0.7 broker, tests/pulsar: a consumer acks 24:0 and asks for
         # redelivery; the rewound read sends 24:0 again). Consumer.sendMessages then counts it
@@ -666,7 +666,7 @@ class PartitionState:
                 result.rejects.append(
                     Reject(
                         int(batch.row[seg[k]]),
-                        InvalidMarkDeletePosition.reason,
+                        AckBeyondLastPublished.reason,
                         f"ack of {pos} beyond the last published entry {lac}; the call stopped there",
                     )
                 )

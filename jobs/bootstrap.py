@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine import Cursor, Ledgers, PartitionState
-from engine.bootstrap import SnapshotError, partition_from_admin
+from engine.bootstrap import partition_from_admin
+from engine.errors import SnapshotError
 from engine.topic import complete_name, is_persistent, partition_name, split_partition
 from jobs.errors import AckstateError
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from engine import EngineSettings, EventBatch, Position
-from engine.bootstrap import SnapshotError, ledgers_from_internal_stats, parse_ranges, partition_from_admin
+from engine.bootstrap import ledgers_from_internal_stats, parse_ranges, partition_from_admin
+from engine.errors import SnapshotError
 
 P = Position
 TOPIC = "persistent://public/default/orders"

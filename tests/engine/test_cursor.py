@@ -6,7 +6,7 @@ import pytest
 
 from engine import Cursor, MessageId, Position
 from engine.ackset import mask_from_acked, mask_to_words
-from engine.errors import InvalidMarkDeletePosition, MarkDeletingMarkedPosition
+from engine.errors import AckBeyondLastPublished, MarkDeleteBeforeMarkDelete
 from tests.engine.conftest import make_ledgers
 
 P = Position
@@ -59,7 +59,7 @@ def test_ack_already_in_the_range_set_is_silent_and_counts_once(earliest):
 def test_ack_beyond_the_last_entry_fails_the_call_but_keeps_earlier_positions(earliest):
     ledgers = make_ledgers(5)
     cursor = earliest(ledgers)
-    with pytest.raises(InvalidMarkDeletePosition):
+    with pytest.raises(AckBeyondLastPublished):
         ack(cursor, ledgers, (10, 2), (10, 9), (10, 3))
     assert cursor.individually_deleted_messages == "[(10:1..10:2]]"
 
@@ -67,7 +67,7 @@ def test_ack_beyond_the_last_entry_fails_the_call_but_keeps_earlier_positions(ea
 def test_ack_of_a_ledger_after_the_last_one_is_refused(earliest):
     ledgers = make_ledgers(5)
     cursor = earliest(ledgers)
-    with pytest.raises(InvalidMarkDeletePosition):
+    with pytest.raises(AckBeyondLastPublished):
         ack(cursor, ledgers, (11, 0))
     assert cursor.individually_deleted_messages == "[]"
 
@@ -209,7 +209,7 @@ def test_cumulative_ack_below_mark_delete_fails_and_changes_nothing(earliest):
     ledgers = make_ledgers(3)
     cursor = earliest(ledgers)
     cursor.ack_cumulative(MessageId(P(10, 1)), ledgers, ledgers.last_position, False)
-    with pytest.raises(MarkDeletingMarkedPosition):
+    with pytest.raises(MarkDeleteBeforeMarkDelete):
         cursor.ack_cumulative(MessageId(P(10, 0)), ledgers, ledgers.last_position, False)  # V6
     assert cursor.mark_delete == P(10, 1)
 
@@ -217,7 +217,7 @@ def test_cumulative_ack_below_mark_delete_fails_and_changes_nothing(earliest):
 def test_cumulative_ack_beyond_the_last_entry_fails(earliest):
     ledgers = make_ledgers(3)
     cursor = earliest(ledgers)
-    with pytest.raises(InvalidMarkDeletePosition):
+    with pytest.raises(AckBeyondLastPublished):
         cursor.ack_cumulative(MessageId(P(10, 7)), ledgers, ledgers.last_position, False)
     assert cursor.mark_delete == P(10, -1)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine import Cursor, Ledgers, MessageId, Position
-from engine.errors import InvalidMarkDeletePosition, MarkDeletingMarkedPosition
+from engine.errors import AckBeyondLastPublished, MarkDeleteBeforeMarkDelete
 from tests.engine.conftest import make_ledgers
 
 P = Position
@@ -69,7 +69,7 @@ def test_v5_mark_delete_twice_and_v6_unordered_mark_delete():
     mark_delete(c, ledgers, P(10, 0))
     assert c.mark_delete == P(10, 0)
     mark_delete(c, ledgers, P(10, 1))
-    with pytest.raises(MarkDeletingMarkedPosition):
+    with pytest.raises(MarkDeleteBeforeMarkDelete):
         mark_delete(c, ledgers, P(10, 0))
     assert c.mark_delete == P(10, 1)
 
@@ -162,5 +162,5 @@ def test_v14_out_of_order_delete_many_ranges():
 def test_invalid_mark_delete_beyond_last_entry():
     ledgers = make_ledgers(5)
     c = opened(ledgers)
-    with pytest.raises(InvalidMarkDeletePosition):
+    with pytest.raises(AckBeyondLastPublished):
         mark_delete(c, ledgers, P(10, 5))
