@@ -1,8 +1,9 @@
 """ackstate settings: the packaged ``conf/ackstate.toml`` merged with a user's ``--conf`` TOML.
 
-The packaged file is also the schema: its top-level keys are the engine settings ackstate
-knows (Pulsar broker settings in snake_case, Pulsar 4.0 defaults) and its tables are the
-sections it knows. A user file may only change a known key to a value of the same type;
+Each setting is declared once. The top-level keys are the engine settings, declared with their
+defaults by ``engine.settings.EngineSettings`` (Pulsar broker settings in snake_case, Pulsar 4.0
+defaults); the packaged file declares the tables and their keys (``[spark]``, ``[ingest]``, …).
+A user file may only change a known key to a value of the same type;
 anything unknown is kept and reported with a warning, so a typo is visible but does not stop
 a running pipeline.
 """
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import jobs
+from engine.settings import EngineSettings
 from engine.topic import is_persistent, split_partition
 from jobs import locations
 from jobs.errors import ConfigError
@@ -88,7 +90,8 @@ class AckstateConfig:
     """Merged settings. ``engine`` holds every top-level key; each table is a plain dict."""
 
     engine: dict[str, Any]
-    """Every top-level key, and ``deduplication`` (the ``[deduplication]`` policies)."""
+    """Every top-level key (``EngineSettings.conf_defaults`` under the user's values, and any
+    unknown key the user gave), and ``deduplication`` (the ``[deduplication]`` policies)."""
     spark_defaults: dict[str, str]
     """The packaged ``[spark]`` table: tuning for the embedded local Spark only."""
     spark: dict[str, str]
@@ -104,43 +107,10 @@ class AckstateConfig:
     source: Path | None = None
     """The user file these settings came from, if any."""
 
-    # --- engine settings (typed accessors for the ones ackstate's engine obeys) -----------
-
     @property
-    def acknowledgment_at_batch_index_level_enabled(self) -> bool:
-        return bool(self.engine["acknowledgment_at_batch_index_level_enabled"])
-
-    @property
-    def broker_deduplication_enabled(self) -> bool:
-        return bool(self.engine["broker_deduplication_enabled"])
-
-    @property
-    def max_unacked_messages_per_consumer(self) -> int:
-        return int(self.engine["max_unacked_messages_per_consumer"])
-
-    @property
-    def max_unacked_messages_per_subscription(self) -> int:
-        return int(self.engine["max_unacked_messages_per_subscription"])
-
-    @property
-    def active_consumer_failover_delay_time_millis(self) -> int:
-        return int(self.engine["active_consumer_failover_delay_time_millis"])
-
-    @property
-    def active_consumer_failover_consistent_hashing(self) -> bool:
-        return bool(self.engine["active_consumer_failover_consistent_hashing"])
-
-    @property
-    def max_concurrent_non_persistent_message_per_connection(self) -> int:
-        return int(self.engine["max_concurrent_non_persistent_message_per_connection"])
-
-    @property
-    def subscription_redelivery_tracker_enabled(self) -> bool:
-        return bool(self.engine["subscription_redelivery_tracker_enabled"])
-
-    @property
-    def managed_ledger_max_unacked_ranges_to_persist(self) -> int:
-        return int(self.engine["managed_ledger_max_unacked_ranges_to_persist"])
+    def settings(self) -> EngineSettings:
+        """The engine settings these keys give (defaults for the ones not set)."""
+        return EngineSettings.from_config(self.engine)
 
     # --- Spark and Delta -----------------------------------------------------------------
 
@@ -181,7 +151,7 @@ def load_config(conf_file: str | Path | None = None) -> AckstateConfig:
             raise ConfigError(f"--conf {source}: no such file")
         user = _read_toml(source)
 
-    engine = {k: v for k, v in defaults.items() if not isinstance(v, dict)}
+    engine: dict[str, Any] = EngineSettings.conf_defaults()
     known_tables = {k for k, v in defaults.items() if isinstance(v, dict)}
     tables: dict[str, Any] = {}
     for key, value in user.items():

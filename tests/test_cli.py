@@ -128,7 +128,7 @@ def test_handler_gets_resolved_config_and_warehouse(monkeypatch: pytest.MonkeyPa
     monkeypatch.chdir(tmp_path)
     assert main(["stats", "--topic", "persistent://t/ns/x"]) == 0
     assert seen[0].warehouse == str(tmp_path / "warehouse")
-    assert seen[0].config.max_unacked_messages_per_consumer == 50000
+    assert seen[0].config.settings.max_unacked_messages_per_consumer == 50000
 
 
 def test_ackstate_errors_are_one_line_with_exit_2(

@@ -18,12 +18,9 @@ PULSAR_4_DEFAULTS = {
     "acknowledgment_at_batch_index_level_enabled": False,
     "broker_deduplication_enabled": False,
     "max_unacked_messages_per_consumer": 50000,
-    "max_unacked_messages_per_subscription": 200000,
     "active_consumer_failover_delay_time_millis": 1000,
     "active_consumer_failover_consistent_hashing": False,
     "max_concurrent_non_persistent_message_per_connection": 1000,
-    "subscription_redelivery_tracker_enabled": True,
-    "managed_ledger_max_unacked_ranges_to_persist": 10000,
 }
 
 
@@ -36,7 +33,7 @@ def test_defaults_are_pulsar_4_broker_defaults() -> None:
     config = load_config()
     assert config.engine == {**PULSAR_4_DEFAULTS, "deduplication": {}}  # no topic policies
     for key, value in PULSAR_4_DEFAULTS.items():
-        assert getattr(config, key) == value
+        assert getattr(config.settings, key) == value
     assert config.ingest["trigger"] == "available-now"
     assert config.ingest["processing_time"] == "10 seconds"
     assert config.spark == {}
@@ -53,9 +50,9 @@ def test_user_file_overrides_defaults(tmp_path: Path) -> None:
         '[ingest]\ntrigger = "continuous"\n',
     )
     config = load_config(conf)
-    assert config.acknowledgment_at_batch_index_level_enabled is True
-    assert config.active_consumer_failover_delay_time_millis == 0
-    assert config.max_unacked_messages_per_consumer == 50000  # untouched keys keep their default
+    assert config.settings.acknowledgment_at_batch_index_level_enabled is True
+    assert config.settings.active_consumer_failover_delay_time_millis == 0
+    assert config.settings.max_unacked_messages_per_consumer == 50000  # untouched: the default
     assert config.ingest["trigger"] == "continuous"
     assert config.ingest["processing_time"] == "10 seconds"
     assert config.source == conf
@@ -206,3 +203,17 @@ def test_a_py_files_zip_carries_its_conf(tmp_path: Path) -> None:
     unpacked = Path(out[1])
     assert sorted(p.name for p in unpacked.iterdir()) == sorted(p.name for p in conf_dir().iterdir())
     assert out[2] == load_config().delta_coordinate
+
+
+def test_engine_settings_are_declared_once_in_engine_settings(tmp_path: Path) -> None:
+    """The known top-level keys, their types and defaults are ``EngineSettings``' fields: a key
+    the packaged TOML never names is still known, typed and passed to the engine."""
+    from engine.settings import EngineSettings
+
+    defaults = EngineSettings.conf_defaults()
+    assert load_config().engine == {**defaults, "deduplication": {}}
+    assert "deduplication" not in defaults and "implicit_consumers" not in defaults
+    conf = write(tmp_path / "user.toml", "active_consumer_failover_consistent_hashing = true\n")
+    assert load_config(conf).settings.active_consumer_failover_consistent_hashing is True
+    with pytest.raises(ConfigError, match="active_consumer_failover_consistent_hashing"):
+        load_config(write(tmp_path / "bad.toml", "active_consumer_failover_consistent_hashing = 1\n"))
