@@ -29,12 +29,14 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ackstate"))
 
 
 # Every test in these folders carries these markers (`-m "not pulsar"` and the like select them).
+# A folder whose tests start servers or JVMs of their own is `slow` as a whole; elsewhere a test
+# that runs many micro-batches or a process of its own is marked where it is defined.
 FOLDER_MARKERS = {
     "spark": ("spark",),
-    "pulsar": ("pulsar", "spark"),
-    "kafka": ("kafka", "spark"),
-    "cluster": ("cluster", "spark"),
-    "s3": ("s3", "spark"),
+    "pulsar": ("pulsar", "spark", "slow"),
+    "kafka": ("kafka", "spark", "slow"),
+    "cluster": ("cluster", "spark", "slow"),
+    "s3": ("s3", "spark", "slow"),
 }
 
 

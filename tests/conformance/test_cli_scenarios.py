@@ -20,6 +20,9 @@ import pytest
 from jobs.config import load_config
 from jobs.jars import find_delta_jars
 
+# every scenario group starts four cold JVMs (init, ingest, internal-stats, stats)
+pytestmark = pytest.mark.slow
+
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 RUNNER = SHARED / "tools" / "run_scenarios.py"
 

@@ -451,6 +451,7 @@ def _trim_options(warehouse: Path, wait: float = 120) -> CompactOptions:
     )
 
 
+@pytest.mark.slow
 def test_a_trim_committed_while_an_ingest_batch_runs_is_kept_by_that_batch(spark, trim_first, tmp_path):
     """The interleaving the protocol allows: compact records the trim and finds no batch
     running; a batch starts and reads the state; compact trims; the batch writes. The batch read
@@ -477,6 +478,7 @@ def test_a_trim_committed_while_an_ingest_batch_runs_is_kept_by_that_batch(spark
     _assert_tables_hold(spark, warehouse, states)
 
 
+@pytest.mark.slow
 def test_a_trim_waits_for_the_ingest_batch_running_when_it_was_requested(spark, trim_first, tmp_path):
     """A batch that read the state before the request would write it back over the trim:
     compact sees it running in the ingest's checkpoint and trims after it committed."""
@@ -536,6 +538,7 @@ def _ledger_ids(spark, warehouse: Path) -> list:
     )
 
 
+@pytest.mark.slow
 def test_a_restarted_batch_applies_the_trims_its_first_run_read_and_no_later_one(spark, trim_first, tmp_path):
     """A batch interrupted after its ``cursors`` write and repeated after a trim was requested:
     the repeat reads the versions the first run recorded in its commits, so it writes the
@@ -565,6 +568,7 @@ def test_trimming_a_topic_that_is_not_there_is_an_error(spark, demo, capsys):
 
 
 # ---- next to a running ingest --------------------------------------------------------------
+@pytest.mark.slow
 def test_compaction_during_ingest_loses_nothing(spark, demo, tmp_path):
     """`ackstate ingest --trigger continuous` in its own process takes the demo's files as they
     arrive while this process compacts the same warehouse again and again; the tables end as

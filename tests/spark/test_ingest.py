@@ -168,6 +168,7 @@ def test_feeding_the_same_events_again_changes_no_state(spark, workload, well_fo
     assert stale == 2 * len(well_formed)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill_at", ["1:write rejected_events", "1:merge ack_ranges"])
 def test_crash_between_writes_then_restart_equals_a_clean_run(spark, workload, clean_run, tmp_path, kill_at):
     _, expected = clean_run
@@ -178,6 +179,7 @@ def test_crash_between_writes_then_restart_equals_a_clean_run(spark, workload, c
     assert snapshot(spark, tmp_path / "warehouse") == expected
 
 
+@pytest.mark.slow
 def test_killed_process_between_state_and_projections_restarts_exactly(spark, workload, clean_run, tmp_path):
     """A real kill: the ingest process exits abruptly after writing `cursors` in batch 1, before
     `topic_partitions` and the projections; a restarted process must complete it exactly."""
@@ -237,6 +239,7 @@ def test_delta_table_source_gives_the_same_state(spark, well_formed, clean_run, 
     assert any("rows in" in m and "rejected" in m for m in caplog.messages), caplog.messages
 
 
+@pytest.mark.slow
 def test_continuous_trigger_applies_files_as_they_arrive(spark, workload, clean_run, tmp_path):
     """`--trigger continuous`: a processing-time query picks up files written while it runs."""
     _, expected = clean_run
