@@ -351,23 +351,26 @@ class Subscription:
             owner = self.consumers[owner_id]
             owner.unacked -= self._remaining(cursor, pos, owner.pending[pos].batch_size, settings)
             self._remove_pending(owner, pos, settings.max_unacked_messages_per_consumer)
-        already = consumer.pending.get(pos)
+        pending = consumer.pending
+        already = pending.get(pos)
         if already is None:
-            consumer.unacked += self._remaining(cursor, pos, batch_size, settings)
+            # _remaining, without the call when batch-index acks are off (over half the events)
+            consumer.unacked += (
+                self._remaining(cursor, pos, batch_size, settings) if settings.batch_index_ack else batch_size
+            )
         elif already.ack_timeout_at >= 0:
             self._timer_removed(already.ack_timeout_at)
         timeout_at = now + consumer.ack_timeout_ms if consumer.ack_timeout_ms > 0 else -1
-        consumer.pending[pos] = PendingAck(
-            batch_size, sticky_key_hash, now, self.tracker.get(pos, 0), timeout_at
-        )
+        pending[pos] = PendingAck(batch_size, sticky_key_hash, now, self.tracker.get(pos, 0), timeout_at)
         if timeout_at >= 0:
             self._timer_added(timeout_at)
         self.holder[pos] = consumer_id
-        self.changes.pending.add((consumer_id, pos))
+        changes = self.changes
+        changes.pending.add((consumer_id, pos))
         limit = settings.max_unacked_messages_per_consumer
         if limit > 0 and consumer.unacked >= limit:
             consumer.blocked = True
-        self.changes.consumers.add(consumer_id)
+        changes.consumers.add(consumer_id)
 
     # ---- ACK (the consumer side of it; the cursor applies the positions) ---------------------
     def check_consumer(self, consumer_id: int, what: str) -> None:
