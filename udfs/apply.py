@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from itertools import compress, repeat
 from operator import attrgetter, is_not
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -140,6 +140,14 @@ def requested_trim(state: pa.Table) -> int | None:
 
 
 # ---- engine -> Arrow -------------------------------------------------------------------
+class Repeated(NamedTuple):
+    """A column of ``n`` copies of one value (a kind, an op, a subscription name): Arrow
+    repeats it, no Python list of ``n`` references is converted."""
+
+    value: Any
+    n: int
+
+
 class OutputRows:
     """Output rows gathered column by column, turned into Arrow once per call.
 
@@ -153,20 +161,22 @@ class OutputRows:
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic, self.partition = topic, partition
-        self.columns: dict[str, list[list[Any] | np.ndarray | int]] = {f.name: [] for f in OUTPUT_ARROW}
+        self.columns: dict[str, list[list[Any] | np.ndarray | Repeated | int]] = {
+            f.name: [] for f in OUTPUT_ARROW
+        }
         self.filled: dict[str, int] = {f.name: 0 for f in OUTPUT_ARROW}  # rows each column covers
         self.size = 0
 
-    def add(self, kind: str, op: str, n: int, **values: Iterable[Any] | np.ndarray) -> None:
+    def add(self, kind: str, op: str, n: int, **values: Iterable[Any] | np.ndarray | Repeated) -> None:
         """``n`` rows of one kind; ``values`` holds a sequence of ``n`` per column it fills."""
         if n == 0:
             return
-        values = {"kind": [kind] * n, "op": [op] * n, **values}
+        values = {"kind": Repeated(kind, n), "op": Repeated(op, n), **values}
         for name, given in values.items():
             chunks = self.columns[name]
             if self.filled[name] < self.size:
                 chunks.append(self.size - self.filled[name])  # nulls for the rows before
-            chunks.append(given if isinstance(given, np.ndarray) else list(given))
+            chunks.append(given if isinstance(given, (np.ndarray, Repeated)) else list(given))
             self.filled[name] = self.size + n
         self.size += n
 
@@ -184,14 +194,19 @@ class OutputRows:
             else:
                 chunks = [*self.columns[field.name], n - self.filled[field.name]]
                 parts = [
-                    pa.nulls(chunk, type=field.type)
-                    if isinstance(chunk, int)
-                    else pa.array(chunk, type=field.type)
-                    for chunk in chunks
-                    if not isinstance(chunk, int) or chunk > 0
+                    _arrow(chunk, field.type) for chunk in chunks if not isinstance(chunk, int) or chunk > 0
                 ]
                 arrays.append(parts[0] if len(parts) == 1 else pa.concat_arrays(parts))
         return pa.Table.from_arrays(arrays, schema=OUTPUT_ARROW)
+
+
+def _arrow(chunk: list[Any] | np.ndarray | Repeated | int, type_: pa.DataType) -> pa.Array:
+    """One chunk of an ``OutputRows`` column as Arrow (an int is that many nulls)."""
+    if isinstance(chunk, int):
+        return pa.nulls(chunk, type=type_)
+    if isinstance(chunk, Repeated):
+        return pa.repeat(pa.scalar(chunk.value, type=type_), chunk.n)
+    return pa.array(chunk, type=type_)
 
 
 def _runs(cursor: Cursor | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -233,7 +248,7 @@ def _emit_range_changes(out: OutputRows, sub: str, before: Cursor | None, after:
             RANGE,
             UPSERT,
             n,
-            subscription=[sub] * n,
+            subscription=Repeated(sub, n),
             ledger_id=new_l[changed],
             lower_entry_id=lower,
             upper_entry_id=upper,
@@ -242,7 +257,14 @@ def _emit_range_changes(out: OutputRows, sub: str, before: Cursor | None, after:
     gone = ~kept
     n = int(gone.sum())
     if n:
-        out.add(RANGE, DELETE, n, subscription=[sub] * n, ledger_id=old_l[gone], lower_entry_id=old_lo[gone])
+        out.add(
+            RANGE,
+            DELETE,
+            n,
+            subscription=Repeated(sub, n),
+            ledger_id=old_l[gone],
+            lower_entry_id=old_lo[gone],
+        )
 
 
 def _emit_batch_changes(out: OutputRows, sub: str, before: Cursor | None, after: Cursor) -> None:
@@ -320,7 +342,7 @@ def emit_subscription_changes(
             CONSUMER,
             UPSERT,
             n,
-            subscription=[name] * n,
+            subscription=Repeated(name, n),
             sub_type=[cursor.sub_type] * n,
             consumer_id=[c.consumer_id for c, _ in consumers],
             consumer_name=[c.name for c, _ in consumers],
@@ -344,7 +366,7 @@ def emit_subscription_changes(
             PENDING,
             UPSERT,
             n,
-            subscription=[name] * n,
+            subscription=Repeated(name, n),
             consumer_id=[cid for cid, _, _ in upserts],
             ledger_id=[pos.ledger_id for _, pos, _ in upserts],
             entry_id=[pos.entry_id for _, pos, _ in upserts],
@@ -361,7 +383,7 @@ def emit_subscription_changes(
             PENDING,
             DELETE,
             n,
-            subscription=[name] * n,
+            subscription=Repeated(name, n),
             consumer_id=gone_ids,
             ledger_id=gone_ledgers,
             entry_id=gone_entries,
@@ -377,7 +399,7 @@ def emit_subscription_changes(
             REDELIVERY,
             UPSERT,
             n,
-            subscription=[name] * n,
+            subscription=Repeated(name, n),
             ledger_id=ledgers[is_kept],
             entry_id=entries[is_kept],
             consumer_id=list(map(attrgetter("consumer_id"), kept)),
@@ -394,7 +416,7 @@ def emit_subscription_changes(
             REDELIVERY,
             DELETE,
             n,
-            subscription=[name] * n,
+            subscription=Repeated(name, n),
             ledger_id=ledgers[~is_kept],
             entry_id=entries[~is_kept],
         )
@@ -405,7 +427,7 @@ def emit_subscription_changes(
             ACTIVE_CHANGE,
             UPSERT,
             n,
-            subscription=[name] * n,
+            subscription=Repeated(name, n),
             sub_type=[cursor.sub_type] * n,
             seq=[c.seq for c in changes],
             event_time=[c.event_time for c in changes],

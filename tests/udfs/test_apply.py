@@ -35,7 +35,7 @@ from schemas.udf import (
     STATE_INPUT,
     UPSERT,
 )
-from udfs.apply import OutputRows, apply_partition, emit_subscription_changes
+from udfs.apply import OutputRows, Repeated, apply_partition, emit_subscription_changes
 from udfs.trim import trim_partition
 
 EVENTS_ARROW = pa.schema([*EVENT_ARROW_SCHEMA, pa.field("_row", pa.int64())])
@@ -341,7 +341,8 @@ def test_receipts_and_producers_across_batches_equal_the_engine_applied_whole():
 
 
 def test_output_rows_from_arrays_are_the_rows_from_lists():
-    """``OutputRows`` keeps numpy columns as they are; the table is the one Python lists give."""
+    """``OutputRows`` keeps numpy columns and repeated values as they are; the table is the one
+    Python lists give."""
     from_lists, from_arrays = OutputRows("persistent://t/ns/x", 3), OutputRows("persistent://t/ns/x", 3)
     for out, cols in ((from_lists, list), (from_arrays, np.asarray)):
         out.add(REJECT, "upsert", 2, row=[7, 8], reason=["a", "b"], detail=["x", None])
@@ -349,7 +350,7 @@ def test_output_rows_from_arrays_are_the_rows_from_lists():
             PENDING,
             DELETE,
             3,
-            subscription=["s"] * 3,
+            subscription=["s"] * 3 if cols is list else Repeated("s", 3),
             consumer_id=[1, 1, 2],
             ledger_id=cols([5, 5, 6]),
             entry_id=cols([0, 4, 1]),
