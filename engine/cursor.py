@@ -184,7 +184,19 @@ class Cursor:
 
     def _auto_advance(self, ledgers: Ledgers, lac: Position) -> None:
         """asyncDelete steps 3-5: move mark-delete onto the first range when nothing unacked
-        lies between them (the range touches mark-delete, or only empty ledgers are between)."""
+        lies between them (the range touches mark-delete, or only empty ledgers are between).
+
+        Most acks leave a hole before the first range: that is decided from the first acked
+        entry alone; the range's end is looked up only when mark-delete moves onto it.
+        """
+        md = self.mark_delete
+        lowest = self.acked.first_entry()
+        if lowest is None:
+            return
+        if lowest > md:
+            lower = Position(lowest.ledger_id, lowest.entry_id - 1)
+            if lower > md and ledgers.has_entries_between(md, lower):
+                return  # an unacked entry lies between mark-delete and the first range
         first = self.acked.first_range()
         if first is not None and first[1] <= self.mark_delete:
             self.acked.remove_at_most(self.mark_delete)

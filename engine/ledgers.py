@@ -139,6 +139,18 @@ class Ledgers:
             return 0
         return self.count_upto(upper_closed) - self.count_upto(lower_open)
 
+    def has_entries_between(self, lower_open: Position, upper_closed: Position) -> bool:
+        """``count_between(lower_open, upper_closed) > 0``, answered without the prefix counts
+        when both ends are in one ledger (a cursor's hole before its first acked range, asked
+        after every ack): an entry lies between them iff that ledger's entries ``0..last``
+        meet ``(lower, upper]``."""
+        if upper_closed <= lower_open:
+            return False
+        if lower_open.ledger_id == upper_closed.ledger_id:
+            last = self.last_entry(upper_closed.ledger_id)
+            return last is not None and max(lower_open.entry_id + 1, 0) <= min(upper_closed.entry_id, last)
+        return self.count_between(lower_open, upper_closed) > 0
+
     @property
     def total_entries(self) -> int:
         return self._prefix()[-1]

@@ -108,6 +108,18 @@ class AckRangeSet:
         first = self._bitmaps[ledger_id].min()
         return Position(ledger_id, first - 1), Position(ledger_id, self._run_end(ledger_id, first))
 
+    def first_entry(self) -> Position | None:
+        """The lowest acked entry (the lower end of ``first_range`` is the entry before it).
+
+        ``Cursor._auto_advance`` asks after every ack whether mark-delete can move; it usually
+        cannot (a hole lies before the first range), and answering that needs only this entry,
+        not the run's end, which ``first_range`` finds by a binary search.
+        """
+        if not self._bitmaps:
+            return None
+        ledger_id = min(self._bitmaps)
+        return Position(ledger_id, self._bitmaps[ledger_id].min())
+
     def range_upper(self, pos: Position) -> Position:
         """RangeSet.rangeContaining(pos).upperEndpoint(); ``pos`` must be contained."""
         return Position(pos.ledger_id, self._run_end(pos.ledger_id, pos.entry_id))

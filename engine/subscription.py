@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Collection
+from collections import deque
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import eq
 from typing import NamedTuple
 
 import numpy as np
 
+from engine import collector
 from engine.ackset import unacked_count
 from engine.cursor import Cursor
 from engine.errors import (
@@ -126,12 +129,25 @@ class Changes:
 
     consumers: set[int] = field(default_factory=set)
     closed: dict[int, Consumer] = field(default_factory=dict)
-    pending: set[tuple[int, Position]] = field(default_factory=set)
+    # consumer id -> positions whose pending ack (of that consumer) changed: a set per consumer,
+    # so a redeliver-all records a million positions as one set, not a million (id, pos) tuples
+    pending: dict[int, set[Position]] = field(default_factory=dict)
     redeliveries: dict[Position, Redelivery | None] = field(default_factory=dict)
     active: list[ActiveChange] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.consumers or self.closed or self.pending or self.redeliveries or self.active)
+
+    def pending_changed(self, consumer_id: int, pos: Position) -> None:
+        """The pending ack of ``consumer_id`` at ``pos`` was added, changed or removed."""
+        positions = self.pending.get(consumer_id)
+        if positions is None:
+            positions = self.pending[consumer_id] = set()
+        positions.add(pos)
+
+    def pending_pairs(self) -> set[tuple[int, Position]]:
+        """Every changed pending ack as (consumer id, position)."""
+        return {(cid, pos) for cid, positions in self.pending.items() for pos in positions}
 
 
 class Subscription:
@@ -351,23 +367,26 @@ class Subscription:
             owner = self.consumers[owner_id]
             owner.unacked -= self._remaining(cursor, pos, owner.pending[pos].batch_size, settings)
             self._remove_pending(owner, pos, settings.max_unacked_messages_per_consumer)
-        already = consumer.pending.get(pos)
+        pending = consumer.pending
+        already = pending.get(pos)
         if already is None:
-            consumer.unacked += self._remaining(cursor, pos, batch_size, settings)
+            # _remaining, without the call when batch-index acks are off (over half the events)
+            consumer.unacked += (
+                self._remaining(cursor, pos, batch_size, settings) if settings.batch_index_ack else batch_size
+            )
         elif already.ack_timeout_at >= 0:
             self._timer_removed(already.ack_timeout_at)
         timeout_at = now + consumer.ack_timeout_ms if consumer.ack_timeout_ms > 0 else -1
-        consumer.pending[pos] = PendingAck(
-            batch_size, sticky_key_hash, now, self.tracker.get(pos, 0), timeout_at
-        )
+        pending[pos] = PendingAck(batch_size, sticky_key_hash, now, self.tracker.get(pos, 0), timeout_at)
         if timeout_at >= 0:
             self._timer_added(timeout_at)
         self.holder[pos] = consumer_id
-        self.changes.pending.add((consumer_id, pos))
+        changes = self.changes
+        changes.pending_changed(consumer_id, pos)
         limit = settings.max_unacked_messages_per_consumer
         if limit > 0 and consumer.unacked >= limit:
             consumer.blocked = True
-        self.changes.consumers.add(consumer_id)
+        changes.consumers.add(consumer_id)
 
     # ---- ACK (the consumer side of it; the cursor applies the positions) ---------------------
     def check_consumer(self, consumer_id: int, what: str) -> None:
@@ -424,7 +443,7 @@ class Subscription:
                     acked = batch_size - unacked_count(ack_set)
                 owner.unacked -= acked
                 self.changes.consumers.add(owner.consumer_id)
-                self.changes.pending.add((owner.consumer_id, pos))
+                self.changes.pending_changed(owner.consumer_id, pos)
             out[pos] = (mask if mask is not None else (1 << batch_size) - 1) & ack_set
         # PersistentSubscription.acknowledgeMessage: redeliveryTracker.removeBatch(positions)
         self.tracker.pop(pos, None)
@@ -447,7 +466,7 @@ class Subscription:
                 if pending.ack_timeout_at >= 0:
                     self._timer_removed(pending.ack_timeout_at)
                 pending.ack_timeout_at = -1  # a nack removes it from the ack-timeout tracker
-                self.changes.pending.add((consumer_id, pos))
+                self.changes.pending_changed(consumer_id, pos)
                 self._set_redelivery(
                     pos,
                     Redelivery(
@@ -481,15 +500,22 @@ class Subscription:
                 raise RedeliverDuringFailoverSwitch("a failover switch is pending; redeliver ignored")
             return
         if positions is None:
-            taken: Collection[Position] = self._take_all_pending(consumer)
-        else:
-            # only ids in this consumer's own pending acks (no owner search, unlike acks)
-            taken = [p for p in dict.fromkeys(positions) if p in consumer.pending]
-            for pos in taken:
-                consumer.unacked -= self._remaining(cursor, pos, consumer.pending[pos].batch_size, settings)
-                self._remove_pending(consumer, pos, settings.max_unacked_messages_per_consumer)
+            with collector.paused():  # a million pending acks become replay rows: no cycles
+                self._take_all_pending_and_replay(cursor, consumer, now, reason)
+            return
+        # only ids in this consumer's own pending acks (no owner search, unlike acks)
+        taken = [p for p in dict.fromkeys(positions) if p in consumer.pending]
+        for pos in taken:
+            consumer.unacked -= self._remaining(cursor, pos, consumer.pending[pos].batch_size, settings)
+            self._remove_pending(consumer, pos, settings.max_unacked_messages_per_consumer)
         consumer.blocked = False
         self.changes.consumers.add(consumer_id)
+        self._replay_all(consumer, sorted_after(taken, cursor.mark_delete), now, reason)
+
+    def _take_all_pending_and_replay(self, cursor: Cursor, consumer: Consumer, now: int, reason: str) -> None:
+        """A redeliver-all: every pending ack of ``consumer`` back to the replay set."""
+        taken = self._take_all_pending(consumer)
+        self.changes.consumers.add(consumer.consumer_id)
         self._replay_all(consumer, sorted_after(taken, cursor.mark_delete), now, reason)
 
     def _take_all_pending(self, consumer: Consumer) -> dict[Position, PendingAck]:
@@ -500,10 +526,15 @@ class Subscription:
         consumer.pending = {}
         cid = consumer.consumer_id
         holder = self.holder
-        for pos in [p for p in taken if holder.get(p) == cid]:
-            del holder[pos]
+        # the entries it holds (``holder`` names it), found and deleted by C loops
+        mine = compress(taken, map(eq, map(holder.get, taken), repeat(cid)))
+        deque(map(holder.__delitem__, list(mine)), maxlen=0)
         self._timers_changed()  # its ack-timeout timers went with the pending acks
-        self.changes.pending.update(zip([cid] * len(taken), taken, strict=True))
+        changed = self.changes.pending.get(cid)
+        if changed is None:
+            self.changes.pending[cid] = set(taken)
+        else:
+            changed.update(taken)
         consumer.unacked = 0
         consumer.blocked = False
         return taken
@@ -512,22 +543,29 @@ class Subscription:
         """``redeliverUnacknowledgedMessages(consumer, positions)``: replay set + tracker +1.
 
         ``addMessageToReplay`` takes only positions after mark-delete (``checkIfMessageIsUnacked``;
-        the caller passes only those, in order) and, in 4.0, reports success even for a position
-        already queued, so the count grows again. One loop with its dictionaries bound locally:
-        a redeliver-all can hand back a million positions.
+        the caller passes only those, in order, each once) and, in 4.0, reports success even for
+        a position already queued, so the count grows again. A redeliver-all can hand back a
+        million positions: each dictionary is read and written by one C loop over all of them
+        (``map``, ``dict.update``, in the order given, as one loop per position would).
         """
         tracker, rows, changed = self.tracker, self.redeliveries, self.changes.redeliveries
         cid = consumer.consumer_id
-        for pos in positions:
-            count = tracker.get(pos, 0) + 1
-            tracker[pos] = count
-            previous = rows.get(pos)
-            if previous is not None and previous.reason == reason:
-                row = Redelivery(cid, reason, previous.requested_at, due, count, previous.dead_letter)
-            else:
-                row = Redelivery(cid, reason, due, due, count, False)
-            rows[pos] = row
-            changed[pos] = row
+        counts = [n + 1 for n in map(tracker.get, positions, repeat(0))]
+        tracker.update(zip(positions, counts, strict=True))
+        if rows.keys().isdisjoint(positions):
+            # none queued yet (the usual case): every row is requested now
+            new = list(
+                map(Redelivery, repeat(cid), repeat(reason), repeat(due), repeat(due), counts, repeat(False))
+            )
+        else:
+            new = [
+                Redelivery(cid, reason, previous.requested_at, due, count, previous.dead_letter)
+                if previous is not None and previous.reason == reason
+                else Redelivery(cid, reason, due, due, count, False)
+                for previous, count in zip(map(rows.get, positions), counts, strict=True)
+            ]
+        rows.update(zip(positions, new, strict=True))
+        changed.update(zip(positions, new, strict=True))
 
     def forget_deleted(self, mark_delete: Position) -> None:
         """After a ledger trim moved mark-delete past unacked entries: drop their replays.
@@ -614,7 +652,7 @@ class Subscription:
             del self.holder[pos]
         if (consumer.blocked and consumer.unacked <= limit // 2) or limit <= 0:
             consumer.blocked = False
-        self.changes.pending.add((consumer.consumer_id, pos))
+        self.changes.pending_changed(consumer.consumer_id, pos)
         self.changes.consumers.add(consumer.consumer_id)
 
     def _set_redelivery(self, pos: Position, row: Redelivery | None) -> None:

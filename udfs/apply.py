@@ -10,18 +10,29 @@ ranges costs only its changed ranges per batch.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from itertools import compress, repeat
+from operator import attrgetter, is_not
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from engine import Cursor, EngineSettings, EventBatch, Ledgers, PartitionState, Producers, TrimResult
+from engine import (
+    Cursor,
+    EngineSettings,
+    EventBatch,
+    Ledgers,
+    PartitionState,
+    Producers,
+    TrimResult,
+    collector,
+)
 from engine.ackset import mask_to_words, unacked_count
 from engine.events import ACK_TYPE_CODE, EVENT_TYPES
-from engine.position import Position, position_order
-from engine.subscription import SINGLE_ACTIVE_MODES, Changes, Subscription
+from engine.position import Position, sorted_columns, sorted_positions
+from engine.subscription import SINGLE_ACTIVE_MODES, Changes, PendingAck, Subscription
 from schemas.udf import (
     ACTIVE_CHANGE,
     APPLY_OUTPUT,
@@ -129,33 +140,47 @@ def requested_trim(state: pa.Table) -> int | None:
 
 
 # ---- engine -> Arrow -------------------------------------------------------------------
+class Repeated(NamedTuple):
+    """A column of ``n`` copies of one value (a kind, an op, a subscription name): Arrow
+    repeats it, no Python list of ``n`` references is converted."""
+
+    value: Any
+    n: int
+
+
 class OutputRows:
-    """Output rows gathered column by column as Python lists, turned into Arrow once per call.
+    """Output rows gathered column by column, turned into Arrow once per call.
 
     A partition's output is a few dozen ``add`` calls of a few rows each, over a wide row type
     (``APPLY_OUTPUT``) in which each kind fills a handful of columns. Building Arrow arrays per
-    call (one per column, most of them nulls) cost more than the engine itself; a list per
-    column, padded with nulls only where a later call fills it, is one ``pa.array`` per column.
+    call (one per column, most of them nulls) cost more than the engine itself. Each column is
+    kept as the chunks it was given (Python lists, or numpy arrays as they are: a redeliver-all
+    emits millions of positions, which need no Python int each) and the row counts of the null
+    gaps between them; ``table`` converts each chunk once and concatenates.
     """
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic, self.partition = topic, partition
-        self.columns: dict[str, list[Any]] = {f.name: [] for f in OUTPUT_ARROW}
+        self.columns: dict[str, list[list[Any] | np.ndarray | Repeated | int]] = {
+            f.name: [] for f in OUTPUT_ARROW
+        }
+        self.filled: dict[str, int] = {f.name: 0 for f in OUTPUT_ARROW}  # rows each column covers
         self.size = 0
 
-    def add(self, kind: str, op: str, n: int, **values: Iterable[Any] | np.ndarray) -> None:
+    def add(self, kind: str, op: str, n: int, **values: Iterable[Any] | np.ndarray | Repeated) -> None:
         """``n`` rows of one kind; ``values`` holds a sequence of ``n`` per column it fills."""
         if n == 0:
             return
-        self.columns["kind"].extend([kind] * n)
-        self.columns["op"].extend([op] * n)
+        values = {"kind": Repeated(kind, n), "op": Repeated(op, n), **values}
         for name, given in values.items():
-            column = self.columns[name]
-            if len(column) < self.size:
-                column.extend([None] * (self.size - len(column)))
-            column.extend(given.tolist() if isinstance(given, np.ndarray) else given)
+            chunks = self.columns[name]
+            if self.filled[name] < self.size:
+                chunks.append(self.size - self.filled[name])  # nulls for the rows before
+            chunks.append(given if isinstance(given, (np.ndarray, Repeated)) else list(given))
+            self.filled[name] = self.size + n
         self.size += n
 
+    @collector.paused()  # millions of rows as Python objects, no cycles (engine.collector)
     def table(self) -> pa.Table:
         if self.size == 0:
             return OUTPUT_ARROW.empty_table()
@@ -167,13 +192,21 @@ class OutputRows:
             elif field.name == "partition":
                 arrays.append(pa.array([self.partition] * n, type=field.type))
             else:
-                column = self.columns[field.name]
-                if not column:
-                    arrays.append(pa.nulls(n, type=field.type))
-                    continue
-                column.extend([None] * (n - len(column)))
-                arrays.append(pa.array(column, type=field.type))
+                chunks = [*self.columns[field.name], n - self.filled[field.name]]
+                parts = [
+                    _arrow(chunk, field.type) for chunk in chunks if not isinstance(chunk, int) or chunk > 0
+                ]
+                arrays.append(parts[0] if len(parts) == 1 else pa.concat_arrays(parts))
         return pa.Table.from_arrays(arrays, schema=OUTPUT_ARROW)
+
+
+def _arrow(chunk: list[Any] | np.ndarray | Repeated | int, type_: pa.DataType) -> pa.Array:
+    """One chunk of an ``OutputRows`` column as Arrow (an int is that many nulls)."""
+    if isinstance(chunk, int):
+        return pa.nulls(chunk, type=type_)
+    if isinstance(chunk, Repeated):
+        return pa.repeat(pa.scalar(chunk.value, type=type_), chunk.n)
+    return pa.array(chunk, type=type_)
 
 
 def _runs(cursor: Cursor | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -215,7 +248,7 @@ def _emit_range_changes(out: OutputRows, sub: str, before: Cursor | None, after:
             RANGE,
             UPSERT,
             n,
-            subscription=[sub] * n,
+            subscription=Repeated(sub, n),
             ledger_id=new_l[changed],
             lower_entry_id=lower,
             upper_entry_id=upper,
@@ -224,7 +257,14 @@ def _emit_range_changes(out: OutputRows, sub: str, before: Cursor | None, after:
     gone = ~kept
     n = int(gone.sum())
     if n:
-        out.add(RANGE, DELETE, n, subscription=[sub] * n, ledger_id=old_l[gone], lower_entry_id=old_lo[gone])
+        out.add(
+            RANGE,
+            DELETE,
+            n,
+            subscription=Repeated(sub, n),
+            ledger_id=old_l[gone],
+            lower_entry_id=old_lo[gone],
+        )
 
 
 def _emit_batch_changes(out: OutputRows, sub: str, before: Cursor | None, after: Cursor) -> None:
@@ -259,13 +299,36 @@ def _sub_state(sub: Subscription | None) -> bytes | None:
     return sub.encode() if sub is not None and not sub.is_empty() else None
 
 
-def _sorted_pairs(pairs: set[tuple[int, Position]]) -> list[tuple[int, Position]]:
-    """``sorted(pairs)`` of (consumer id, position), through ``position_order``."""
-    items = list(pairs)
-    order = position_order([p for _, p in items], [c for c, _ in items])
-    return list(map(items.__getitem__, order))
+def _pending_changes(
+    sub: Subscription,
+) -> tuple[list[tuple[int, Position, PendingAck]], tuple[list[int], np.ndarray, np.ndarray]]:
+    """The changed pending acks in (consumer id, position) order, split into those still
+    pending (with their ``PendingAck``) and those gone, the latter as columns (consumer id,
+    ledger, entry): after a redeliver-all they are a million, compared and sorted by set
+    operations and a numpy sort rather than a Python step each."""
+    upserts: list[tuple[int, Position, PendingAck]] = []
+    gone_ids: list[int] = []
+    gone_ledgers: list[np.ndarray] = []
+    gone_entries: list[np.ndarray] = []
+    for cid in sorted(sub.changes.pending):
+        changed = sub.changes.pending[cid]
+        consumer = sub.consumers.get(cid)
+        held = consumer.pending if consumer is not None else {}
+        kept = changed.intersection(held)
+        upserts.extend((cid, pos, held[pos]) for pos in sorted_positions(kept))
+        ledgers, entries, _ = sorted_columns(changed.difference(kept))
+        gone_ids.extend([cid] * ledgers.size)
+        gone_ledgers.append(ledgers)
+        gone_entries.append(entries)
+    empty = np.empty(0, dtype=np.int64)
+    return upserts, (
+        gone_ids,
+        np.concatenate(gone_ledgers) if gone_ledgers else empty,
+        np.concatenate(gone_entries) if gone_entries else empty,
+    )
 
 
+@collector.paused()  # millions of rows as Python objects, no cycles (engine.collector)
 def emit_subscription_changes(
     out: OutputRows, name: str, cursor: Cursor, sub: Subscription, settings: EngineSettings
 ) -> None:
@@ -279,7 +342,7 @@ def emit_subscription_changes(
             CONSUMER,
             UPSERT,
             n,
-            subscription=[name] * n,
+            subscription=Repeated(name, n),
             sub_type=[cursor.sub_type] * n,
             consumer_id=[c.consumer_id for c, _ in consumers],
             consumer_name=[c.name for c, _ in consumers],
@@ -295,11 +358,7 @@ def emit_subscription_changes(
             max_redeliver_count=[c.max_redeliver_count for c, _ in consumers],
             attached_implicitly=[c.implicit for c, _ in consumers],
         )
-    upserts, deletes = [], []
-    for cid, pos in _sorted_pairs(sub.changes.pending):
-        consumer = sub.consumers.get(cid)
-        pending = consumer.pending.get(pos) if consumer is not None else None
-        (deletes if pending is None else upserts).append((cid, pos, pending))
+    upserts, (gone_ids, gone_ledgers, gone_entries) = _pending_changes(sub)
     if upserts:
         n = len(upserts)
         batch_index = settings.acknowledgment_at_batch_index_level_enabled
@@ -307,7 +366,7 @@ def emit_subscription_changes(
             PENDING,
             UPSERT,
             n,
-            subscription=[name] * n,
+            subscription=Repeated(name, n),
             consumer_id=[cid for cid, _, _ in upserts],
             ledger_id=[pos.ledger_id for _, pos, _ in upserts],
             entry_id=[pos.entry_id for _, pos, _ in upserts],
@@ -318,47 +377,48 @@ def emit_subscription_changes(
             sticky_key_hash=[p.sticky_key_hash for _, _, p in upserts],
             ack_timeout_at=[p.ack_timeout_at if p.ack_timeout_at >= 0 else None for _, _, p in upserts],
         )
-    if deletes:
-        n = len(deletes)
+    if gone_ids:
+        n = len(gone_ids)
         out.add(
             PENDING,
             DELETE,
             n,
-            subscription=[name] * n,
-            consumer_id=[cid for cid, _, _ in deletes],
-            ledger_id=[pos.ledger_id for _, pos, _ in deletes],
-            entry_id=[pos.entry_id for _, pos, _ in deletes],
+            subscription=Repeated(name, n),
+            consumer_id=gone_ids,
+            ledger_id=gone_ledgers,
+            entry_id=gone_entries,
         )
-    changed = list(sub.changes.redeliveries)
-    rows = [(pos, sub.changes.redeliveries[pos]) for pos in map(changed.__getitem__, position_order(changed))]
-    kept = [(pos, r) for pos, r in rows if r is not None]
-    gone = [pos for pos, r in rows if r is None]
+    # the changed redeliveries in position order, as columns (a redeliver-all: a million rows)
+    ledgers, entries, order = sorted_columns(sub.changes.redeliveries)
+    rows = list(map(list(sub.changes.redeliveries.values()).__getitem__, order.tolist()))
+    is_kept = np.fromiter(map(is_not, rows, repeat(None)), dtype=bool, count=len(rows))
+    kept = list(compress(rows, is_kept.tolist()))
     if kept:
         n = len(kept)
         out.add(
             REDELIVERY,
             UPSERT,
             n,
-            subscription=[name] * n,
-            ledger_id=[pos.ledger_id for pos, _ in kept],
-            entry_id=[pos.entry_id for pos, _ in kept],
-            consumer_id=[r.consumer_id for _, r in kept],
-            reason=[r.reason for _, r in kept],
-            requested_at=[r.requested_at for _, r in kept],
-            due_at=[r.due_at for _, r in kept],
-            redelivery_count=[r.redelivery_count for _, r in kept],
-            dead_letter=[r.dead_letter for _, r in kept],
-            delivered_at=[r.delivered_at for _, r in kept],
+            subscription=Repeated(name, n),
+            ledger_id=ledgers[is_kept],
+            entry_id=entries[is_kept],
+            consumer_id=list(map(attrgetter("consumer_id"), kept)),
+            reason=list(map(attrgetter("reason"), kept)),
+            requested_at=list(map(attrgetter("requested_at"), kept)),
+            due_at=list(map(attrgetter("due_at"), kept)),
+            redelivery_count=list(map(attrgetter("redelivery_count"), kept)),
+            dead_letter=list(map(attrgetter("dead_letter"), kept)),
+            delivered_at=list(map(attrgetter("delivered_at"), kept)),
         )
-    if gone:
-        n = len(gone)
+    n = len(rows) - len(kept)
+    if n:
         out.add(
             REDELIVERY,
             DELETE,
             n,
-            subscription=[name] * n,
-            ledger_id=[pos.ledger_id for pos in gone],
-            entry_id=[pos.entry_id for pos in gone],
+            subscription=Repeated(name, n),
+            ledger_id=ledgers[~is_kept],
+            entry_id=entries[~is_kept],
         )
     changes = sub.changes.active
     if changes:
@@ -367,7 +427,7 @@ def emit_subscription_changes(
             ACTIVE_CHANGE,
             UPSERT,
             n,
-            subscription=[name] * n,
+            subscription=Repeated(name, n),
             sub_type=[cursor.sub_type] * n,
             seq=[c.seq for c in changes],
             event_time=[c.event_time for c in changes],
@@ -439,6 +499,7 @@ def emit_ledger_deletes(out: OutputRows, trimmed: TrimResult) -> None:
     )
 
 
+@collector.paused()  # millions of rows as Python objects, no cycles (engine.collector)
 def apply_partition(
     key: tuple[Any, ...], events: pa.Table, state: pa.Table, settings: EngineSettings
 ) -> pa.Table:

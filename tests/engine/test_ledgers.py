@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from engine import EARLIEST, CorruptState, Ledgers, Position
 from tests.engine.conftest import make_ledgers
@@ -42,3 +44,18 @@ def test_encoding_round_trips_and_rejects_garbage():
         Ledgers.decode(b"XYZ" + ledgers.encode()[3:])
     with pytest.raises(CorruptState):
         Ledgers.decode(ledgers.encode()[:-1])
+
+
+@given(
+    st.lists(st.integers(0, 4), min_size=1, max_size=4),
+    st.tuples(st.integers(8, 15), st.integers(-1, 6)),
+    st.tuples(st.integers(8, 15), st.integers(-1, 6)),
+)
+def test_has_entries_between_is_a_positive_count_between(lasts, lower, upper):
+    """The shortcut ``Cursor._auto_advance`` asks after every ack answers as the count does."""
+    ledgers = Ledgers()
+    for k, last in enumerate(lasts):
+        ledgers.publish(Position(10 + 2 * k, last))  # every other ledger id never gets an entry
+    lower_open, upper_closed = Position(*lower), Position(*upper)
+    expected = ledgers.count_between(lower_open, upper_closed) > 0
+    assert ledgers.has_entries_between(lower_open, upper_closed) == expected

@@ -9,9 +9,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from engine import EngineSettings, EventBatch, PartitionState, Position
-from engine.subscription import ACK_TIMEOUT, CONSUMER_CLOSED, NACK, REDELIVER
+from engine import Cursor, EngineSettings, EventBatch, PartitionState, Position
+from engine.subscription import (
+    ACK_TIMEOUT,
+    CONSUMER_CLOSED,
+    NACK,
+    REDELIVER,
+    Consumer,
+    Subscription,
+    SubscriptionSettings,
+)
 
 TOPIC = "persistent://t/ns/subs"
 
@@ -556,3 +566,54 @@ def test_the_implicit_mark_survives_encoding():
     s.apply(s.subscribe(1), s.dispatch(7, 10, 0))
     again = Subscription.decode(s.sub().encode())
     assert (again.consumers[7].implicit, again.consumers[1].implicit) == (True, False)
+
+
+def _shared_subscription(
+    ops: list[tuple[str, int, int]],
+) -> tuple[Cursor, Subscription, SubscriptionSettings]:
+    """Three Shared consumers after ``ops``: dispatches (an entry sent to another consumer moves
+    its pending ack), nacks (scheduled replays) and redeliveries with ids (tracker counts)."""
+    settings = SubscriptionSettings(max_unacked_messages_per_consumer=4)
+    cursor = Cursor("Shared", Position(5, 1))
+    sub = Subscription()
+    for cid in (1, 2, 3):
+        sub.subscribe(
+            cursor, Consumer(cid, f"c{cid}", 0, 0, 0, max_redeliver_count=2), "Shared", cid, settings
+        )
+    for now, (kind, cid, entry) in enumerate(ops, start=1_000):
+        pos = Position(5 + entry // 6, entry % 6)
+        if kind == "DISPATCH":
+            sub.dispatch(cursor, cid, pos, 1 + entry % 3, 0, now, settings)
+        elif kind == "NACK":
+            sub.nack(cursor, cid, [pos], now)
+        else:
+            sub.redeliver(cursor, cid, [pos], now, REDELIVER, settings)
+    return cursor, sub, settings
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["DISPATCH", "DISPATCH", "NACK", "REDELIVER"]),
+            st.sampled_from([1, 2, 3]),
+            st.integers(0, 17),
+        ),
+        max_size=60,
+    ),
+    st.sampled_from([1, 2, 3]),
+)
+def test_redeliver_all_is_redeliver_with_every_pending_id(ops, cid):
+    """The bulk path of a redeliver-all (``_take_all_pending``, the replay set written by C
+    loops) leaves the state and the batch's changes that naming every pending id does."""
+    cursor, bulk, settings = _shared_subscription(ops)
+    _, one_by_one, _ = _shared_subscription(ops)
+    ids = list(one_by_one.consumers[cid].pending)
+    bulk.redeliver(cursor, cid, None, 9_000, REDELIVER, settings)
+    one_by_one.redeliver(cursor, cid, ids, 9_000, REDELIVER, settings)
+    assert bulk.encode() == one_by_one.encode()
+    assert bulk.holder == one_by_one.holder
+    assert list(bulk.changes.redeliveries.items()) == list(one_by_one.changes.redeliveries.items())
+    assert bulk.changes.pending_pairs() == one_by_one.changes.pending_pairs()
+    assert bulk.changes.consumers == one_by_one.changes.consumers
+    assert bulk.next_due() == one_by_one.next_due()

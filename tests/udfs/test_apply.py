@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from engine import Cursor, EngineSettings, EventBatch, Ledgers, PartitionState
-from engine.subscription import Subscription
+from engine import Cursor, EngineSettings, EventBatch, Ledgers, PartitionState, Position
+from engine.subscription import REDELIVER, Changes, Consumer, Subscription, SubscriptionSettings
 from jobs.generate import MALFORMED_KEY, iter_events
 from schemas.events import EVENT_ARROW_SCHEMA
 from schemas.udf import (
@@ -30,8 +33,9 @@ from schemas.udf import (
     REDELIVERY,
     REJECT,
     STATE_INPUT,
+    UPSERT,
 )
-from udfs.apply import apply_partition
+from udfs.apply import OutputRows, Repeated, apply_partition, emit_subscription_changes
 from udfs.trim import trim_partition
 
 EVENTS_ARROW = pa.schema([*EVENT_ARROW_SCHEMA, pa.field("_row", pa.int64())])
@@ -334,3 +338,92 @@ def test_receipts_and_producers_across_batches_equal_the_engine_applied_whole():
     assert statuses == {"NotDup", "Dup", "Unknown"}, "the workload must exercise every status"
     assert late, "some sends must be answered in a later batch"
     assert any(r["answer"][2] == "PersistenceError" for r in receipts.values() if r["status"] == "NotDup")
+
+
+def test_output_rows_from_arrays_are_the_rows_from_lists():
+    """``OutputRows`` keeps numpy columns and repeated values as they are; the table is the one
+    Python lists give."""
+    from_lists, from_arrays = OutputRows("persistent://t/ns/x", 3), OutputRows("persistent://t/ns/x", 3)
+    for out, cols in ((from_lists, list), (from_arrays, np.asarray)):
+        out.add(REJECT, "upsert", 2, row=[7, 8], reason=["a", "b"], detail=["x", None])
+        out.add(
+            PENDING,
+            DELETE,
+            3,
+            subscription=["s"] * 3 if cols is list else Repeated("s", 3),
+            consumer_id=[1, 1, 2],
+            ledger_id=cols([5, 5, 6]),
+            entry_id=cols([0, 4, 1]),
+        )
+        out.add(LEDGER, "upsert", 1, ledger_id=cols([9]), upper_entry_id=[3], entries=cols([4]))
+    expected = from_lists.table()
+    assert from_arrays.table().to_pylist() == expected.to_pylist()
+    assert from_arrays.table().equals(expected)
+    assert from_arrays.table().schema == expected.schema
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["DISPATCH", "DISPATCH", "NACK", "REDELIVER", "REDELIVER_ALL"]),
+            st.sampled_from([1, 2, 3]),
+            st.integers(0, 17),
+        ),
+        max_size=60,
+    )
+)
+def test_pending_and_redelivery_rows_are_every_change_in_key_order(ops):
+    """The pending-ack and redelivery rows, emitted from per-consumer sets and sorted columns,
+    are what one lookup per changed (consumer, position) in ``sorted`` order gives."""
+    cursor = Cursor("Shared", Position(5, 1))
+    sub = Subscription()
+    settings_ = SubscriptionSettings(max_unacked_messages_per_consumer=0)
+    for cid in (1, 2, 3):
+        sub.subscribe(cursor, Consumer(cid, f"c{cid}", 0, 0, 0), "Shared", cid, settings_)
+    sub.changes = Changes()
+    for now, (kind, cid, entry) in enumerate(ops, start=1_000):
+        pos = Position(5 + entry // 6, entry % 6)
+        if kind == "DISPATCH":
+            sub.dispatch(cursor, cid, pos, 1, 0, now, settings_)
+        elif kind == "NACK":
+            sub.nack(cursor, cid, [pos], now)
+        else:
+            sub.redeliver(cursor, cid, None if kind == "REDELIVER_ALL" else [pos], now, REDELIVER, settings_)
+    pending = sub.changes.pending_pairs()
+    redeliveries = dict(sub.changes.redeliveries)
+    out = OutputRows("persistent://t/ns/x", 0)
+    emit_subscription_changes(out, "s", cursor, sub, EngineSettings())
+    rows = out.table().to_pylist()
+    expected_pending = []
+    for cid, pos in sorted(pending):
+        held = sub.consumers[cid].pending.get(pos)
+        expected_pending.append((UPSERT if held else DELETE, cid, *pos, held.dispatched_at if held else None))
+    upserts = [r for r in expected_pending if r[0] == UPSERT]
+    assert [
+        (r["op"], r["consumer_id"], r["ledger_id"], r["entry_id"], r["dispatched_at"])
+        for r in rows
+        if r["kind"] == PENDING
+    ] == upserts + [r for r in expected_pending if r[0] == DELETE]
+    expected = sorted(redeliveries.items())
+    kept = [
+        (UPSERT, *pos, r.consumer_id, r.reason, r.requested_at, r.due_at, r.redelivery_count, r.dead_letter)
+        for pos, r in expected
+        if r is not None
+    ]
+    gone = [(DELETE, *pos, None, None, None, None, None, None) for pos, r in expected if r is None]
+    assert [
+        (
+            r["op"],
+            r["ledger_id"],
+            r["entry_id"],
+            r["consumer_id"],
+            r["reason"],
+            r["requested_at"],
+            r["due_at"],
+            r["redelivery_count"],
+            r["dead_letter"],
+        )
+        for r in rows
+        if r["kind"] == REDELIVERY
+    ] == kept + gone
