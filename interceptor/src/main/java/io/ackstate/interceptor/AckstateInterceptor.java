@@ -303,23 +303,31 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
         try {
             TrackedConsumer tracked = announce(cnx, consumer);
             PartitionLog partition = tracked.partition();
-            // a thread-local instance, read on this thread only
-            MessageMetadata meta = Commands.peekMessageMetadata(payload, null, consumer.consumerId());
-            int batchSize = meta == null ? -1 : meta.hasNumMessagesInBatch() ? meta.getNumMessagesInBatch() : 1;
-            String key = meta != null && meta.hasPartitionKey() ? meta.getPartitionKey() : null;
+            EntryFields entry = EntryFields.read(payload);
             synchronized (partition) {
-                if (meta != null && partition.needsPublish(ledgerId, entryId)) {
-                    partition.advance(ledgerId, entryId);
-                    long sequenceId = meta.getSequenceId();
-                    offer(new Event.Publish(partition, System.currentTimeMillis(), partition.clock.next(), ledgerId,
-                            entryId, batchSize, meta.hasProducerName() ? meta.getProducerName() : null, sequenceId,
-                            Math.max(sequenceId, meta.hasHighestSequenceId() ? meta.getHighestSequenceId() : sequenceId)));
+                if (entry != null && partition.needsPublish(ledgerId, entryId)) {
+                    publishFromEntry(partition, ledgerId, entryId, entry.batchSize(), payload, consumer);
                 }
                 offer(new Event.Dispatch(partition, System.currentTimeMillis(), partition.clock.next(), tracked,
-                        ledgerId, entryId, batchSize, key));
+                        ledgerId, entryId, entry == null ? -1 : entry.batchSize(), entry == null ? null : entry.key()));
             }
         } catch (Throwable t) {
             failed("messageDispatched", t);
+        }
+    }
+
+    /** Under the partition's lock: the PUBLISH of an entry the dispatcher sends before
+     *  {@code messageProduced} ran, from the entry's full metadata (rare, so the full parse). */
+    private void publishFromEntry(PartitionLog partition, long ledgerId, long entryId, int batchSize, ByteBuf payload,
+                                  Consumer consumer) {
+        // a thread-local instance, read on this thread only
+        MessageMetadata meta = Commands.peekMessageMetadata(payload, null, consumer.consumerId());
+        if (meta != null) {
+            partition.advance(ledgerId, entryId);
+            long sequenceId = meta.getSequenceId();
+            offer(new Event.Publish(partition, System.currentTimeMillis(), partition.clock.next(), ledgerId, entryId,
+                    batchSize, meta.hasProducerName() ? meta.getProducerName() : null, sequenceId,
+                    Math.max(sequenceId, meta.hasHighestSequenceId() ? meta.getHighestSequenceId() : sequenceId)));
         }
     }
 
