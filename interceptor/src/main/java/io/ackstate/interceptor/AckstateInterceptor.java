@@ -150,7 +150,7 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             TrackedConsumer tracked = consumers.get(consumer);
             if (tracked == null) {
                 Subscription sub = consumer.getSubscription();
-                long id = consumerIds.next();
+                long id = consumerIds.next(System.currentTimeMillis());
                 StringBuilder fields = new StringBuilder("\"subscription\":");
                 EventJson.quote(fields, sub.getName());
                 fields.append(",\"consumer_id\":").append(id);
@@ -160,7 +160,8 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                 String initial = initialPositions.remove(new Pending(cnx, consumer.consumerId()));
                 PartitionLog partition = tracked.partition();
                 synchronized (partition) {
-                    offer(new Event.Subscribe(partition, System.currentTimeMillis(), partition.clock.next(), tracked,
+                    long now = System.currentTimeMillis(); // event_time, and seq from the same read
+                    offer(new Event.Subscribe(partition, now, partition.clock.next(now), tracked,
                             consumer.consumerName(), consumer.subType().name(), consumer.getPriorityLevel(),
                             initial == null ? "Latest" : initial));
                 }
@@ -181,7 +182,8 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
         if (tracked != null) {
             PartitionLog partition = tracked.partition();
             synchronized (partition) {
-                offer(new Event.CloseConsumer(partition, System.currentTimeMillis(), partition.clock.next(), tracked));
+                long now = System.currentTimeMillis(); // event_time, and seq from the same read
+                offer(new Event.CloseConsumer(partition, now, partition.clock.next(now), tracked));
             }
         }
     }
@@ -254,7 +256,8 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
         CommandRedeliverUnacknowledgedMessages copy = new CommandRedeliverUnacknowledgedMessages().copyFrom(redeliver);
         PartitionLog partition = tracked.partition();
         synchronized (partition) {
-            offer(new Event.Redeliver(partition, System.currentTimeMillis(), partition.clock.next(), tracked, copy));
+            long now = System.currentTimeMillis(); // event_time, and seq from the same read
+            offer(new Event.Redeliver(partition, now, partition.clock.next(now), tracked, copy));
         }
     }
 
@@ -267,7 +270,8 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             long highest = Math.max(context.getHighestSequenceId(), sequenceId);
             long messages = Math.max(1, context.getNumberOfMessages());
             synchronized (partition) {
-                offer(new Event.Send(partition, System.currentTimeMillis(), partition.clock.next(),
+                long now = System.currentTimeMillis(); // event_time, and seq from the same read
+                offer(new Event.Send(partition, now, partition.clock.next(now),
                         producer.getProducerName(), sequenceId, highest, messages));
             }
         } catch (Throwable t) {
@@ -287,8 +291,9 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             long highest = Math.max(context.getHighestSequenceId(), sequenceId);
             long batchSize = Math.max(1, context.getNumberOfMessages());
             synchronized (partition) {
+                long now = System.currentTimeMillis(); // event_time, and seq from the same read
                 if (partition.advance(ledgerId, entryId)) { // else a DISPATCH already emitted it
-                    offer(new Event.Publish(partition, System.currentTimeMillis(), partition.clock.next(), ledgerId,
+                    offer(new Event.Publish(partition, now, partition.clock.next(now), ledgerId,
                             entryId, batchSize, producer.getProducerName(), sequenceId, highest));
                 }
             }
@@ -305,10 +310,11 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             PartitionLog partition = tracked.partition();
             EntryFields entry = EntryFields.read(payload);
             synchronized (partition) {
+                long now = System.currentTimeMillis(); // event_time, and seq from the same read
                 if (entry != null && partition.needsPublish(ledgerId, entryId)) {
-                    publishFromEntry(partition, ledgerId, entryId, entry.batchSize(), payload, consumer);
+                    publishFromEntry(partition, now, ledgerId, entryId, entry.batchSize(), payload, consumer);
                 }
-                offer(new Event.Dispatch(partition, System.currentTimeMillis(), partition.clock.next(), tracked,
+                offer(new Event.Dispatch(partition, now, partition.clock.next(now), tracked,
                         ledgerId, entryId, entry == null ? -1 : entry.batchSize(), entry == null ? null : entry.key()));
             }
         } catch (Throwable t) {
@@ -318,14 +324,14 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
 
     /** Under the partition's lock: the PUBLISH of an entry the dispatcher sends before
      *  {@code messageProduced} ran, from the entry's full metadata (rare, so the full parse). */
-    private void publishFromEntry(PartitionLog partition, long ledgerId, long entryId, int batchSize, ByteBuf payload,
-                                  Consumer consumer) {
+    private void publishFromEntry(PartitionLog partition, long now, long ledgerId, long entryId, int batchSize,
+                                  ByteBuf payload, Consumer consumer) {
         // a thread-local instance, read on this thread only
         MessageMetadata meta = Commands.peekMessageMetadata(payload, null, consumer.consumerId());
         if (meta != null) {
             partition.advance(ledgerId, entryId);
             long sequenceId = meta.getSequenceId();
-            offer(new Event.Publish(partition, System.currentTimeMillis(), partition.clock.next(), ledgerId, entryId,
+            offer(new Event.Publish(partition, now, partition.clock.next(now), ledgerId, entryId,
                     batchSize, meta.hasProducerName() ? meta.getProducerName() : null, sequenceId,
                     Math.max(sequenceId, meta.hasHighestSequenceId() ? meta.getHighestSequenceId() : sequenceId)));
         }
@@ -337,7 +343,8 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             TrackedConsumer tracked = announce(cnx, consumer);
             PartitionLog partition = tracked.partition();
             synchronized (partition) {
-                offer(new Event.Ack(partition, System.currentTimeMillis(), partition.clock.next(), tracked, ack));
+                long now = System.currentTimeMillis(); // event_time, and seq from the same read
+                offer(new Event.Ack(partition, now, partition.clock.next(now), tracked, ack));
             }
         } catch (Throwable t) {
             failed("messageAcked", t);

@@ -35,33 +35,33 @@ record EntryFields(int batchSize, String key) {
                 at += 6; // magic and the CRC32C
             }
             int size = entry.getInt(at);
-            Cursor cursor = new Cursor(entry, at + 4, at + 4 + size);
-            if (size < 0 || cursor.end > entry.writerIndex()) {
+            if (size < 0 || size > entry.writerIndex() - at - 4) {
                 return null;
             }
-            return cursor.fields();
+            // one bounds-checked copy of a few dozen bytes, then plain array reads: a ByteBuf
+            // checks its bounds and reference count on every getByte
+            byte[] metadata = new byte[size];
+            entry.getBytes(at + 4, metadata);
+            return new Cursor(metadata).fields();
         } catch (IndexOutOfBoundsException e) {
             return null;
         }
     }
 
-    /** A protobuf reader over {@code [at, end)} of a buffer; reading past {@code end} throws. */
+    /** A protobuf reader over a message's metadata; reading past its end throws. */
     private static final class Cursor {
-        private final ByteBuf buf;
-        private final int end;
+        private final byte[] bytes;
         private int at;
 
-        Cursor(ByteBuf buf, int at, int end) {
-            this.buf = buf;
-            this.at = at;
-            this.end = end;
+        Cursor(byte[] bytes) {
+            this.bytes = bytes;
         }
 
         EntryFields fields() {
             int batchSize = 1;
             int keyAt = -1;
             int keyLength = 0;
-            while (at < end) {
+            while (at < bytes.length) {
                 long tag = varint();
                 int field = (int) (tag >>> 3);
                 switch ((int) tag & 7) {
@@ -87,13 +87,13 @@ record EntryFields(int batchSize, String key) {
             if (keyAt < 0) {
                 return batchSize == 1 ? SINGLE : new EntryFields(batchSize, null);
             }
-            return new EntryFields(batchSize, buf.toString(keyAt, keyLength, StandardCharsets.UTF_8));
+            return new EntryFields(batchSize, new String(bytes, keyAt, keyLength, StandardCharsets.UTF_8));
         }
 
         private long varint() {
             long value = 0;
             for (int shift = 0; shift < 64; shift += 7) {
-                byte b = byteAt(at++);
+                byte b = bytes[at++]; // past the end: ArrayIndexOutOfBoundsException, caught by read
                 value |= (long) (b & 0x7f) << shift;
                 if (b >= 0) {
                     return value;
@@ -103,17 +103,10 @@ record EntryFields(int batchSize, String key) {
         }
 
         private void skip(int length) {
-            if (length < 0 || end - at < length) {
+            if (length < 0 || bytes.length - at < length) {
                 throw new IndexOutOfBoundsException("field past the metadata's end");
             }
             at += length;
-        }
-
-        private byte byteAt(int index) {
-            if (index >= end) {
-                throw new IndexOutOfBoundsException("field past the metadata's end");
-            }
-            return buf.getByte(index);
         }
     }
 }
