@@ -11,8 +11,9 @@ on a Shared subscription, and measures:
 * produce throughput (messages/s, from the first send to the last receipt);
 * consume throughput (messages/s, receive and acknowledge until the last ack is sent);
 * the broker process's CPU seconds per 10,000 messages, from ``/proc/<pid>/task/*/stat``
-  (user + system), in total and split by thread: the plugin's writer thread, the garbage
-  collector and the JIT compilers, so that a miss can be traced to where the time went.
+  (user + system), in total and split by thread: the plugin's writer thread, the broker's
+  threads that run the plugin's hooks, the garbage collector and the JIT compilers, so that a
+  miss can be traced to where the time went.
 
 Both brokers keep entries in their read cache for a minute
 (``managedLedgerCacheEvictionTimeThresholdMillis``): with Pulsar's default of 1 s, a produce
@@ -51,6 +52,14 @@ EMPTY_NAME = "ackstate-empty"
 #: thread-name prefixes (digits and ``#n`` suffixes stripped) of the CPU split
 THREAD_GROUPS = {
     "plugin writer thread": ("ackstate-writer",),
+    # where the plugin's hooks run: connections (SEND, ACK), dispatch (DISPATCH), ledger
+    # add callbacks (PUBLISH); with the broker's own work on the same threads
+    "broker threads that run the hooks": (
+        "pulsar-io",
+        "broker-topic-wo",
+        "BookKeeperClien",
+        "bookkeeper-ml-",
+    ),
     "garbage collector": ("GC Thread", "G1 "),
     "JIT compilers": ("C1 CompilerThre", "C2 CompilerThre"),
 }

@@ -11,8 +11,6 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.function.IntFunction;
-import org.apache.bookkeeper.mledger.Position;
 import org.apache.pulsar.broker.PulsarService;
 import org.apache.pulsar.broker.service.Consumer;
 import org.apache.pulsar.broker.service.Producer;
@@ -20,14 +18,11 @@ import org.apache.pulsar.broker.service.ServerCnx;
 import org.apache.pulsar.broker.service.Subscription;
 import org.apache.pulsar.broker.service.Topic;
 import org.apache.pulsar.broker.service.TopicEventsListener;
-import org.apache.pulsar.broker.service.persistent.PersistentTopic;
 import org.apache.pulsar.common.api.proto.BaseCommand;
 import org.apache.pulsar.common.api.proto.CommandAck;
 import org.apache.pulsar.common.api.proto.CommandRedeliverUnacknowledgedMessages;
 import org.apache.pulsar.common.api.proto.CommandSubscribe;
-import org.apache.pulsar.common.api.proto.MessageIdData;
 import org.apache.pulsar.common.api.proto.MessageMetadata;
-import org.apache.pulsar.common.naming.TopicName;
 import org.apache.pulsar.common.protocol.Commands;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -40,8 +35,9 @@ import org.slf4j.LoggerFactory;
  * {@code messageDispatched} DISPATCH; {@code messageAcked} ACK (after the broker applied it); an
  * inbound {@code CommandRedeliverUnacknowledgedMessages} REDELIVER. A client-side negative ack
  * or ack timeout is not visible to a broker: its consequence, the client's redeliver request,
- * is what arrives. No hook may throw or block: each builds its line and offers it to the
- * bounded {@link EventQueue}.
+ * is what arrives. No hook may throw or block: each captures its {@link Event} (primitives and
+ * references, no text) and offers it to the bounded {@link EventQueue}, whose writer thread
+ * makes the JSON line.
  */
 public class AckstateInterceptor extends EmptyInterceptor implements TopicEventsListener {
     private static final Logger log = LoggerFactory.getLogger(AckstateInterceptor.class);
@@ -56,72 +52,22 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     static final String KAFKA_SETTINGS = "ackstateKafka.";
 
     private final String run = UUID.randomUUID().toString().substring(0, 8);
-    private final AtomicLong eventNo = new AtomicLong();
     private final AtomicLong hookErrors = new AtomicLong();
-    /** One clock per topic partition (full Pulsar name): seq order = queue order per partition. */
+    /** One log per topic partition (full Pulsar name): seq order = queue order per partition. */
     private final Map<String, PartitionLog> partitions = new ConcurrentHashMap<>();
     /** Consumer ids unique across the broker and its restarts (Pulsar's are per connection). */
     private final SeqClock consumerIds = new SeqClock();
-    private final Map<Consumer, Tracked> consumers = new IdentityHashMap<>();
+    /** Every consumer announced and not yet closed, by identity; changed under its own lock. */
+    private final Map<Consumer, TrackedConsumer> consumers = new IdentityHashMap<>();
+    /** The same consumers for the per-message hooks, read without a lock. {@code Consumer.equals}
+     *  is not identity, so a hit counts only if it names the very consumer asked for. */
+    private final Map<Consumer, TrackedConsumer> announced = new ConcurrentHashMap<>();
     /** The initial position of each subscribe command until its consumer is created. */
     private final Map<Pending, String> initialPositions = new ConcurrentHashMap<>();
-    private EventQueue queue;
+    private EventQueue<Event> queue;
     private DropMetrics metrics;
 
     private record Pending(ServerCnx cnx, long consumerId) {}
-
-    /**
-     * A topic partition's seq clock, its pre-quoted topic fields, and the last entry a PUBLISH
-     * was emitted for. Events of one partition are ordered under this object's lock.
-     *
-     * <p>{@code messageProduced} runs on the producer's I/O thread after the entry is persisted,
-     * and the dispatcher can read the new entry and send it (DISPATCH) before that. A DISPATCH of
-     * an entry with no PUBLISH yet emits the PUBLISH first, from the entry's own metadata; a
-     * later {@code messageProduced} at or below the last emitted position is then skipped.
-     */
-    private static final class PartitionLog {
-        final SeqClock clock = new SeqClock();
-        final String topicFields;
-        final boolean persistent;
-        long lastLedger = -1;
-        long lastEntry = -1;
-        /** The last entry the ledger held when this broker run first saw the partition: a DISPATCH
-         *  at or below it (a redelivery after a restart or a move) needs no PUBLISH. */
-        final long floorLedger;
-        final long floorEntry;
-
-        PartitionLog(Topic topic) {
-            TopicName name = TopicName.get(topic.getName());
-            topicFields = EventJson.topicFields(name.getPartitionedTopicName(), name.getPartitionIndex());
-            persistent = topic instanceof PersistentTopic;
-            if (topic instanceof PersistentTopic p) {
-                Position lac = p.getManagedLedger().getLastConfirmedEntry();
-                floorLedger = lac.getLedgerId();
-                floorEntry = lac.getEntryId();
-            } else {
-                floorLedger = Long.MIN_VALUE;
-                floorEntry = -1;
-            }
-        }
-
-        boolean aboveFloor(long ledger, long entry) {
-            return ledger > floorLedger || (ledger == floorLedger && entry > floorEntry);
-        }
-
-        /** True if (ledger, entry) is above the last PUBLISH, which it then becomes. */
-        boolean advance(long ledger, long entry) {
-            if (ledger > lastLedger || (ledger == lastLedger && entry > lastEntry)) {
-                lastLedger = ledger;
-                lastEntry = entry;
-                return true;
-            }
-            return false;
-        }
-    }
-
-    /** What a SUBSCRIBE said of a consumer, so later events name the same consumer; its
-     *  {@code subscription} and {@code consumer_id} fields are quoted once. */
-    private record Tracked(long id, String fullTopic, PartitionLog partition, String consumerFields) {}
 
     @Override
     public void initialize(PulsarService pulsar) throws Exception {
@@ -137,7 +83,7 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                 }
                 int maxEvents = Integer.parseInt(props.getProperty(FILE_MAX_EVENTS, "10000"));
                 long maxMillis = Long.parseLong(props.getProperty(FILE_MAX_MILLIS, "1000"));
-                queue = new EventQueue(capacity, new FileSink(Path.of(dir), run, System.currentTimeMillis(),
+                queue = new EventQueue<>(capacity, new EventLines(run), new FileSink(Path.of(dir), run, System.currentTimeMillis(),
                         maxEvents, maxMillis));
                 log.info("ackstate interceptor: run {} writing to {} (files of {} events or {} ms, queue {})", run,
                         dir, maxEvents, maxMillis, capacity);
@@ -149,7 +95,7 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                     throw new IllegalArgumentException(KAFKA_SETTINGS + "bootstrap.servers must name the Kafka"
                             + " servers for " + SINK + "=kafka");
                 }
-                queue = new EventQueue(capacity, new KafkaSink(topic, settings));
+                queue = new EventQueue<>(capacity, new EventLines(run), new KafkaSink(topic, settings));
                 log.info("ackstate interceptor: run {} writing to Kafka topic {} at {} (queue {})", run, topic,
                         settings.getProperty("bootstrap.servers"), capacity);
             }
@@ -178,19 +124,9 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
         return partition != null ? partition : partitions.computeIfAbsent(topic.getName(), t -> new PartitionLog(topic));
     }
 
-    private EventJson event(String type, PartitionLog partition) {
-        return new EventJson(type, partition.topicFields, System.currentTimeMillis());
-    }
-
-    private void emit(PartitionLog partition, EventJson event) {
-        synchronized (partition) {
-            offer(partition, event);
-        }
-    }
-
-    /** Under the partition's lock: the next seq, and the line on the queue in seq order. */
-    private void offer(PartitionLog partition, EventJson event) {
-        queue.offer(event.line(run, eventNo.incrementAndGet(), partition.clock.next()));
+    /** Under the partition's lock, so that its events enter the queue in seq order. */
+    private void offer(Event event) {
+        queue.offer(event);
     }
 
     private void failed(String hook, Throwable t) {
@@ -201,40 +137,54 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     }
 
     // ---- consumers -----------------------------------------------------------------------
-    /** SUBSCRIBE once per consumer, from whichever hook sees it first. */
-    private Tracked announce(ServerCnx cnx, Consumer consumer) {
-        Tracked tracked;
+    /** SUBSCRIBE once per consumer, from whichever hook sees it first; no lock once announced. */
+    private TrackedConsumer announce(ServerCnx cnx, Consumer consumer) {
+        TrackedConsumer tracked = announced.get(consumer);
+        return tracked != null && tracked.consumer() == consumer ? tracked : announceOnce(cnx, consumer);
+    }
+
+    /** The SUBSCRIBE is queued before the consumer is in {@link #announced}, so every other event
+     *  of the consumer has a later seq. */
+    private TrackedConsumer announceOnce(ServerCnx cnx, Consumer consumer) {
         synchronized (consumers) {
-            tracked = consumers.get(consumer);
-            if (tracked != null) {
-                return tracked;
+            TrackedConsumer tracked = consumers.get(consumer);
+            if (tracked == null) {
+                Subscription sub = consumer.getSubscription();
+                long id = consumerIds.next(System.currentTimeMillis());
+                StringBuilder fields = new StringBuilder("\"subscription\":");
+                EventJson.quote(fields, sub.getName());
+                fields.append(",\"consumer_id\":").append(id);
+                // the partition's log (and floor) exists before any event of the consumer is emitted
+                tracked = new TrackedConsumer(consumer, id, sub.getTopicName(), log(sub.getTopic()), fields.toString());
+                consumers.put(consumer, tracked);
+                String initial = initialPositions.remove(new Pending(cnx, consumer.consumerId()));
+                PartitionLog partition = tracked.partition();
+                synchronized (partition) {
+                    long now = System.currentTimeMillis(); // event_time, and seq from the same read
+                    offer(new Event.Subscribe(partition, now, partition.clock.next(now), tracked,
+                            consumer.consumerName(), consumer.subType().name(), consumer.getPriorityLevel(),
+                            initial == null ? "Latest" : initial));
+                }
             }
-            Subscription sub = consumer.getSubscription();
-            long id = consumerIds.next();
-            StringBuilder fields = new StringBuilder("\"subscription\":");
-            EventJson.quote(fields, sub.getName());
-            fields.append(",\"consumer_id\":").append(id);
-            // the partition's log (and floor) exists before any event of the consumer is emitted
-            tracked = new Tracked(id, sub.getTopicName(), log(sub.getTopic()), fields.toString());
-            consumers.put(consumer, tracked);
+            announced.put(consumer, tracked);
+            return tracked;
         }
-        String initial = initialPositions.remove(new Pending(cnx, consumer.consumerId()));
-        emit(tracked.partition, event("SUBSCRIBE", tracked.partition)
-                .fields(tracked.consumerFields)
-                .str("consumer_name", consumer.consumerName())
-                .str("sub_type", consumer.subType().name())
-                .num("priority_level", consumer.getPriorityLevel())
-                .str("initial_position", initial == null ? "Latest" : initial));
-        return tracked;
     }
 
     private void closed(Consumer consumer) {
-        Tracked tracked;
+        TrackedConsumer tracked;
         synchronized (consumers) {
             tracked = consumers.remove(consumer);
+            if (tracked != null) {
+                announced.remove(consumer, tracked);
+            }
         }
         if (tracked != null) {
-            emit(tracked.partition, event("CLOSE_CONSUMER", tracked.partition).fields(tracked.consumerFields));
+            PartitionLog partition = tracked.partition();
+            synchronized (partition) {
+                long now = System.currentTimeMillis(); // event_time, and seq from the same read
+                offer(new Event.CloseConsumer(partition, now, partition.clock.next(now), tracked));
+            }
         }
     }
 
@@ -266,7 +216,7 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             List<Consumer> gone = new ArrayList<>();
             synchronized (consumers) {
                 consumers.forEach((consumer, tracked) -> {
-                    if (tracked.fullTopic.equals(topic)) {
+                    if (tracked.fullTopic().equals(topic)) {
                         gone.add(consumer);
                     }
                 });
@@ -301,39 +251,14 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             return; // the broker ignores it too (ServerCnx.handleRedeliverUnacknowledged)
         }
         Consumer consumer = future.join();
-        Tracked tracked = announce(cnx, consumer);
-        emit(tracked.partition, event("REDELIVER", tracked.partition).fields(tracked.consumerFields)
-                .raw("message_ids", messageIds(redeliver.getMessageIdsCount(), redeliver::getMessageIdAt)));
-    }
-
-    /** The contract's {@code message_ids} array of a command's ids. */
-    private static String messageIds(int count, IntFunction<MessageIdData> at) {
-        StringBuilder ids = new StringBuilder("[");
-        for (int i = 0; i < count; i++) {
-            appendId(ids, i, at.apply(i));
+        TrackedConsumer tracked = announce(cnx, consumer);
+        // the broker decodes the next command into the same object: the writer reads a copy
+        CommandRedeliverUnacknowledgedMessages copy = new CommandRedeliverUnacknowledgedMessages().copyFrom(redeliver);
+        PartitionLog partition = tracked.partition();
+        synchronized (partition) {
+            long now = System.currentTimeMillis(); // event_time, and seq from the same read
+            offer(new Event.Redeliver(partition, now, partition.clock.next(now), tracked, copy));
         }
-        return ids.append(']').toString();
-    }
-
-    private static void appendId(StringBuilder out, int i, MessageIdData id) {
-        if (i > 0) {
-            out.append(',');
-        }
-        out.append("{\"ledger_id\":").append(id.getLedgerId()).append(",\"entry_id\":").append(id.getEntryId());
-        if (id.hasBatchIndex()) {
-            out.append(",\"batch_index\":").append(id.getBatchIndex());
-        }
-        if (id.hasBatchSize()) {
-            out.append(",\"batch_size\":").append(id.getBatchSize());
-        }
-        if (id.getAckSetsCount() > 0) {
-            out.append(",\"ack_set\":[");
-            for (int w = 0; w < id.getAckSetsCount(); w++) {
-                out.append(w > 0 ? "," : "").append(id.getAckSetAt(w));
-            }
-            out.append(']');
-        }
-        out.append('}');
     }
 
     // ---- producers -------------------------------------------------------------------------
@@ -341,11 +266,14 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     public void onMessagePublish(Producer producer, ByteBuf headersAndPayload, Topic.PublishContext context) {
         try {
             PartitionLog partition = log(producer.getTopic());
-            emit(partition, event("SEND", partition)
-                    .str("producer_name", producer.getProducerName())
-                    .num("sequence_id", context.getSequenceId())
-                    .num("highest_sequence_id", Math.max(context.getHighestSequenceId(), context.getSequenceId()))
-                    .num("num_messages", Math.max(1, context.getNumberOfMessages())));
+            long sequenceId = context.getSequenceId();
+            long highest = Math.max(context.getHighestSequenceId(), sequenceId);
+            long messages = Math.max(1, context.getNumberOfMessages());
+            synchronized (partition) {
+                long now = System.currentTimeMillis(); // event_time, and seq from the same read
+                offer(new Event.Send(partition, now, partition.clock.next(now),
+                        producer.getProducerName(), sequenceId, highest, messages));
+            }
         } catch (Throwable t) {
             failed("onMessagePublish", t);
         }
@@ -359,15 +287,14 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
         }
         try {
             PartitionLog partition = log(producer.getTopic());
+            long sequenceId = context.getSequenceId();
+            long highest = Math.max(context.getHighestSequenceId(), sequenceId);
+            long batchSize = Math.max(1, context.getNumberOfMessages());
             synchronized (partition) {
+                long now = System.currentTimeMillis(); // event_time, and seq from the same read
                 if (partition.advance(ledgerId, entryId)) { // else a DISPATCH already emitted it
-                    offer(partition, event("PUBLISH", partition)
-                            .num("ledger_id", ledgerId).num("entry_id", entryId)
-                            .num("batch_size", Math.max(1, context.getNumberOfMessages()))
-                            .str("producer_name", producer.getProducerName())
-                            .num("sequence_id", context.getSequenceId())
-                            .num("highest_sequence_id",
-                                    Math.max(context.getHighestSequenceId(), context.getSequenceId())));
+                    offer(new Event.Publish(partition, now, partition.clock.next(now), ledgerId,
+                            entryId, batchSize, producer.getProducerName(), sequenceId, highest));
                 }
             }
         } catch (Throwable t) {
@@ -379,44 +306,46 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     @Override
     public void messageDispatched(ServerCnx cnx, Consumer consumer, long ledgerId, long entryId, ByteBuf payload) {
         try {
-            Tracked tracked = announce(cnx, consumer);
-            PartitionLog partition = tracked.partition;
-            // a thread-local instance, read on this thread only
-            MessageMetadata meta = Commands.peekMessageMetadata(payload, null, consumer.consumerId());
-            int batchSize = meta == null || !meta.hasNumMessagesInBatch() ? 1 : meta.getNumMessagesInBatch();
+            TrackedConsumer tracked = announce(cnx, consumer);
+            PartitionLog partition = tracked.partition();
+            EntryFields entry = EntryFields.read(payload);
             synchronized (partition) {
-                if (meta != null && partition.persistent && partition.aboveFloor(ledgerId, entryId)
-                        && partition.advance(ledgerId, entryId)) {
-                    long sequenceId = meta.getSequenceId();
-                    offer(partition, event("PUBLISH", partition)
-                            .num("ledger_id", ledgerId).num("entry_id", entryId).num("batch_size", batchSize)
-                            .str("producer_name", meta.hasProducerName() ? meta.getProducerName() : null)
-                            .num("sequence_id", sequenceId)
-                            .num("highest_sequence_id", Math.max(sequenceId,
-                                    meta.hasHighestSequenceId() ? meta.getHighestSequenceId() : sequenceId)));
+                long now = System.currentTimeMillis(); // event_time, and seq from the same read
+                if (entry != null && partition.needsPublish(ledgerId, entryId)) {
+                    publishFromEntry(partition, now, ledgerId, entryId, entry.batchSize(), payload, consumer);
                 }
-                EventJson e = event("DISPATCH", partition).fields(tracked.consumerFields)
-                        .num("ledger_id", ledgerId).num("entry_id", entryId);
-                if (meta != null) {
-                    e.num("batch_size", batchSize);
-                    if (meta.hasPartitionKey()) {
-                        e.str("key", meta.getPartitionKey());
-                    }
-                }
-                offer(partition, e);
+                offer(new Event.Dispatch(partition, now, partition.clock.next(now), tracked,
+                        ledgerId, entryId, entry == null ? -1 : entry.batchSize(), entry == null ? null : entry.key()));
             }
         } catch (Throwable t) {
             failed("messageDispatched", t);
         }
     }
 
+    /** Under the partition's lock: the PUBLISH of an entry the dispatcher sends before
+     *  {@code messageProduced} ran, from the entry's full metadata (rare, so the full parse). */
+    private void publishFromEntry(PartitionLog partition, long now, long ledgerId, long entryId, int batchSize,
+                                  ByteBuf payload, Consumer consumer) {
+        // a thread-local instance, read on this thread only
+        MessageMetadata meta = Commands.peekMessageMetadata(payload, null, consumer.consumerId());
+        if (meta != null) {
+            partition.advance(ledgerId, entryId);
+            long sequenceId = meta.getSequenceId();
+            offer(new Event.Publish(partition, now, partition.clock.next(now), ledgerId, entryId,
+                    batchSize, meta.hasProducerName() ? meta.getProducerName() : null, sequenceId,
+                    Math.max(sequenceId, meta.hasHighestSequenceId() ? meta.getHighestSequenceId() : sequenceId)));
+        }
+    }
+
     @Override
     public void messageAcked(ServerCnx cnx, Consumer consumer, CommandAck ack) {
         try {
-            Tracked tracked = announce(cnx, consumer);
-            emit(tracked.partition, event("ACK", tracked.partition).fields(tracked.consumerFields)
-                    .str("ack_type", ack.getAckType() == CommandAck.AckType.Cumulative ? "Cumulative" : "Individual")
-                    .raw("message_ids", messageIds(ack.getMessageIdsCount(), ack::getMessageIdAt)));
+            TrackedConsumer tracked = announce(cnx, consumer);
+            PartitionLog partition = tracked.partition();
+            synchronized (partition) {
+                long now = System.currentTimeMillis(); // event_time, and seq from the same read
+                offer(new Event.Ack(partition, now, partition.clock.next(now), tracked, ack));
+            }
         } catch (Throwable t) {
             failed("messageAcked", t);
         }

@@ -1,27 +1,24 @@
 package io.ackstate.interceptor;
 
+import java.util.function.IntFunction;
+import org.apache.pulsar.common.api.proto.MessageIdData;
+
 /**
- * Builds one event's JSON object. Field names are those of ackstate's contract; a value that is
- * absent is left out rather than written as null.
+ * Builds one event's JSON object in a buffer that is reused line after line; only the writer
+ * thread uses an instance. Field names are those of ackstate's contract; a value that is absent
+ * is left out rather than written as null.
  *
- * <p>The hooks run on the broker's I/O threads, so a line is built in one buffer and turned into
- * one string: the topic's fields come pre-quoted from {@link #topicFields}, and {@code event_id}
- * and {@code seq}, which the emitter assigns when it orders the event, are the last fields
- * ({@link #line}), so nothing is copied to put them first.
+ * <p>The topic's fields come pre-quoted from {@link #topicFields}, and {@code event_id} and
+ * {@code seq} are the last fields ({@link #line}), so nothing is copied to put them first.
  */
 final class EventJson {
-    /** Each broker thread builds its lines in one buffer; only the finished line is a new object. */
-    private static final ThreadLocal<StringBuilder> BUFFER = ThreadLocal.withInitial(() -> new StringBuilder(512));
+    private final StringBuilder out = new StringBuilder(512);
 
-    private final StringBuilder out;
-
-    /** {@code topicFields} as made by {@link #topicFields}, once per topic partition. */
-    EventJson(String type, String topicFields, long eventTime) {
-        StringBuilder buffer = BUFFER.get();
-        // not empty: this thread is inside another line (or a hook failed halfway through one)
-        out = buffer.length() == 0 ? buffer : new StringBuilder(256);
+    /** Starts a new line; {@code topicFields} as made by {@link #topicFields}, once per topic partition. */
+    EventJson start(String type, String topicFields, long eventTime) {
+        out.setLength(0);
         out.append("{\"type\":\"").append(type).append("\",").append(topicFields);
-        num("event_time", eventTime);
+        return num("event_time", eventTime);
     }
 
     /** The {@code topic} and {@code partition} fields of a topic partition, ready to append. */
@@ -50,9 +47,31 @@ final class EventJson {
         return this;
     }
 
-    /** A value that is already JSON (an array of message ids). */
-    EventJson raw(String key, String json) {
-        key(key).append(json);
+    /** The contract's {@code message_ids} array of a command's ids. */
+    EventJson ids(String key, int count, IntFunction<MessageIdData> at) {
+        key(key).append('[');
+        for (int i = 0; i < count; i++) {
+            MessageIdData id = at.apply(i);
+            if (i > 0) {
+                out.append(',');
+            }
+            out.append("{\"ledger_id\":").append(id.getLedgerId()).append(",\"entry_id\":").append(id.getEntryId());
+            if (id.hasBatchIndex()) {
+                out.append(",\"batch_index\":").append(id.getBatchIndex());
+            }
+            if (id.hasBatchSize()) {
+                out.append(",\"batch_size\":").append(id.getBatchSize());
+            }
+            if (id.getAckSetsCount() > 0) {
+                out.append(",\"ack_set\":[");
+                for (int w = 0; w < id.getAckSetsCount(); w++) {
+                    out.append(w > 0 ? "," : "").append(id.getAckSetAt(w));
+                }
+                out.append(']');
+            }
+            out.append('}');
+        }
+        out.append(']');
         return this;
     }
 
@@ -62,10 +81,8 @@ final class EventJson {
 
     /** The complete line: the fields so far, then {@code event_id} ({@code <run>-<n>}) and {@code seq}. */
     String line(String run, long n, long seq) {
-        String line = out.append(",\"event_id\":\"").append(run).append('-').append(n).append("\",\"seq\":")
+        return out.append(",\"event_id\":\"").append(run).append('-').append(n).append("\",\"seq\":")
                 .append(seq).append('}').toString();
-        out.setLength(0);
-        return line;
     }
 
     static void quote(StringBuilder out, String value) {

@@ -5,6 +5,7 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.Function;
 import org.jctools.queues.MpscArrayQueue;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -12,8 +13,10 @@ import org.slf4j.LoggerFactory;
 /**
  * The bounded queue between the broker's threads and the one writer thread.
  *
- * <p>A hook only offers a line and returns: it never blocks an I/O thread. When the queue is
- * full the line is dropped and counted ({@link #dropped()}), and a WARN with the running count
+ * <p>A hook only offers an item and returns: it never blocks an I/O thread. The writer turns
+ * each item into its line ({@code format}) and hands the lines to the sink, so the text of an
+ * event costs the writer thread, not the broker's. When the queue is
+ * full the item is dropped and counted ({@link #dropped()}), and a WARN with the running count
  * is logged at most every 10 s. A dropped event is lost to ackstate, so the log line says so.
  *
  * <p>The writer is never woken by an offer: it drains the queue every {@value #DRAIN_EVERY_MS} ms.
@@ -23,7 +26,7 @@ import org.slf4j.LoggerFactory;
  * JCTools' lock-free multi-producer array queue (on the broker's class path), so a hook never
  * waits for the writer's drain either; its capacity is rounded up to a power of two.
  */
-final class EventQueue implements AutoCloseable {
+final class EventQueue<T> implements AutoCloseable {
     private static final Logger log = LoggerFactory.getLogger(EventQueue.class);
     private static final long WARN_EVERY_MS = 10_000;
     static final long DRAIN_EVERY_MS = 5;
@@ -31,16 +34,19 @@ final class EventQueue implements AutoCloseable {
     static final String WRITER_THREAD = "ackstate-writer";
     private static final long DRAIN_EVERY_NANOS = TimeUnit.MILLISECONDS.toNanos(DRAIN_EVERY_MS);
 
-    private final MpscArrayQueue<String> queue;
+    private final MpscArrayQueue<T> queue;
+    private final Function<? super T, String> format;
     private final EventSink sink;
     private final AtomicLong dropped = new AtomicLong();
     private final AtomicLong written = new AtomicLong();
     private final AtomicLong lastWarn = new AtomicLong();
     private final Thread writer;
     private volatile boolean closing;
+    private long formatErrors; // the writer thread's only
 
-    EventQueue(int capacity, EventSink sink) {
+    EventQueue(int capacity, Function<? super T, String> format, EventSink sink) {
         this.queue = new MpscArrayQueue<>(capacity);
+        this.format = format;
         this.sink = sink;
         this.writer = new Thread(this::drainLoop, WRITER_THREAD);
         this.writer.setDaemon(true);
@@ -48,8 +54,8 @@ final class EventQueue implements AutoCloseable {
     }
 
     /** True if queued; false (and counted) if the queue was full or closed. */
-    boolean offer(String line) {
-        if (!closing && queue.offer(line)) {
+    boolean offer(T item) {
+        if (!closing && queue.offer(item)) {
             return true;
         }
         long total = dropped.incrementAndGet();
@@ -76,7 +82,7 @@ final class EventQueue implements AutoCloseable {
         while (true) {
             try {
                 boolean last = closing; // read before draining: what was offered before close() is drained
-                while (queue.drain(batch::add, 8192) > 0) {
+                while (queue.drain(item -> formatInto(batch, item), 8192) > 0) {
                     sink.write(batch);
                     written.addAndGet(batch.size());
                     batch.clear();
@@ -90,6 +96,18 @@ final class EventQueue implements AutoCloseable {
                 log.error("ackstate interceptor: writing {} event(s) failed; they are lost", batch.size(), e);
                 dropped.addAndGet(batch.size());
                 batch.clear();
+            }
+        }
+    }
+
+    /** An item that cannot be formatted is lost alone: counted, and logged the first few times. */
+    private void formatInto(List<String> batch, T item) {
+        try {
+            batch.add(format.apply(item));
+        } catch (RuntimeException e) {
+            long total = dropped.incrementAndGet();
+            if (++formatErrors <= 10) {
+                log.error("ackstate interceptor: formatting an event failed; it is lost ({} dropped so far)", total, e);
             }
         }
     }

@@ -39,7 +39,7 @@ class EventQueueTest {
     @Test
     void aFullQueueDropsAndCountsInsteadOfBlocking() throws Exception {
         StuckSink sink = new StuckSink();
-        EventQueue queue = new EventQueue(2, sink);
+        EventQueue<String> queue = new EventQueue<>(2, line -> line, sink);
         assertTrue(queue.offer("a"));
         Thread.sleep(200); // the writer takes "a" and blocks in the sink
         assertTrue(queue.offer("b"));

@@ -13,7 +13,7 @@ import org.junit.jupiter.api.Test;
 
 class KafkaSinkTest {
     private static String line(String topic, int partition) {
-        return new EventJson("ACK", EventJson.topicFields(topic, partition), 7).str("subscription", "s")
+        return new EventJson().start("ACK", EventJson.topicFields(topic, partition), 7).str("subscription", "s")
                 .line("run1", 1, 1);
     }
 
@@ -61,7 +61,7 @@ class KafkaSinkTest {
         MockProducer<byte[], byte[]> producer = new MockProducer<>(false, new ByteArraySerializer(),
                 new ByteArraySerializer());
         KafkaSink sink = new KafkaSink("events", producer);
-        EventQueue queue = new EventQueue(16, sink);
+        EventQueue<String> queue = new EventQueue<>(16, line -> line, sink);
         queue.offer(line("persistent://p/n/a", 0));
         queue.offer(line("persistent://p/n/a", 0));
         long deadline = System.currentTimeMillis() + 5_000;
