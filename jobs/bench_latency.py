@@ -228,7 +228,9 @@ def bench_latency(
         started = time.perf_counter()
         ackstate = run_ackstate(spark, str(source.absolute()), work / "warehouse")
         progress: list[Any] = []
-        run_passthrough(spark, str(source.absolute()), work / "passthrough", progress=progress)
+        with capture_ingest_log() as (_, forward):
+            forward.quiet = True  # the progress listener would report the pass-through's batches
+            run_passthrough(spark, str(source.absolute()), work / "passthrough", progress=progress)
         passthrough = batch_latencies(progress)
         echo(f"  measured in {time.perf_counter() - started:.0f} s")
         for b in ackstate:
