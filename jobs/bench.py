@@ -8,6 +8,7 @@ the generated mix on one core, and the exact state size of a cursor with 10,000,
 assignment) over 100,000 subscriptions, in the engine and through its Spark UDF;
 ``--dedup`` (``jobs.bench_dedup``) measures the ingest of a producer-heavy stream with deduplication on.
 ``--interceptor`` (``jobs.bench_interceptor``) measures what the broker plugin costs a local broker.
+``--latency`` (``jobs.bench_latency``) measures a warm small micro-batch from trigger to last commit.
 """
 
 from __future__ import annotations
@@ -208,7 +209,7 @@ def bench_holes(runs: int, quick: bool) -> list[Figure]:
 def run(args: argparse.Namespace) -> int:
     """``ackstate bench``: with no selector, the engine figures (the others need Spark)."""
     runs = max(1, args.runs)
-    names = ("engine", "ingest", "subscriptions", "dedup", "interceptor")
+    names = ("engine", "ingest", "latency", "subscriptions", "dedup", "interceptor")
     selected = [name for name in names if getattr(args, name, False)]
     selected = selected or ["engine"]
     print(f"ackstate bench on {machine()}")
@@ -226,6 +227,16 @@ def run(args: argparse.Namespace) -> int:
                 flush=True,
             )
             for figure in bench_ingest(getattr(args, "config", None), runs, args.quick):
+                print(figure.line())
+        elif name == "latency":
+            from jobs.bench_latency import bench_latency
+
+            print(
+                "latency (local Spark + Delta; a warm micro-batch of mixed events, trigger to its last "
+                "commit, against a Spark pass-through of the same files):",
+                flush=True,
+            )
+            for figure in bench_latency(getattr(args, "config", None), runs, args.quick):
                 print(figure.line())
         elif name == "subscriptions":
             from jobs.bench_subscriptions import bench_subscriptions

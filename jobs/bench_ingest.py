@@ -248,9 +248,12 @@ def passthrough_group(key: Any, events: Any) -> Any:
     )
 
 
-def run_passthrough(spark: SparkSession, source: str, work: Path) -> list[BatchTiming]:
+def run_passthrough(
+    spark: SparkSession, source: str, work: Path, *, progress: list[Any] | None = None
+) -> list[BatchTiming]:
     """The Spark pass-through over ``source``: parse, a grouped Arrow UDF per (topic, partition)
-    over the apply's columns, append to Delta."""
+    over the apply's columns, append to Delta. ``progress`` receives the query's progress
+    reports (the latency bench reads each batch's trigger-to-commit time there)."""
     from pyspark.sql import functions as F
 
     from schemas.events import EVENT_SCHEMA
@@ -295,6 +298,8 @@ def run_passthrough(spark: SparkSession, source: str, work: Path) -> list[BatchT
         from jobs.errors import AckstateError
 
         raise AckstateError(f"bench pass-through query failed: {query.exception()}")
+    if progress is not None:
+        progress.extend(query.recentProgress)
     rows = {int(p.batchId): int(p.numInputRows) for p in query.recentProgress}
     return [BatchTiming(b, rows.get(b, 0), seconds[b]) for b in sorted(seconds)]
 

@@ -280,6 +280,11 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", action="store_true", help="engine apply, ack-heavy stream, one core")
     p.add_argument("--ingest", action="store_true", help="end-to-end ingest against a Spark pass-through")
     p.add_argument(
+        "--latency",
+        action="store_true",
+        help="a warm micro-batch of 1,000 mixed events, trigger to last commit, with its phases",
+    )
+    p.add_argument(
         "--subscriptions",
         action="store_true",
         help="per-subscription work over 100,000 subscriptions (Failover assignment: engine and Spark UDF)",

@@ -641,25 +641,36 @@ class BatchWriter:
             F.lit(self.options.app_id).alias("query_id"),
             F.lit(batch_id).cast("long").alias("batch_id"),
         ]
-        kinds = {
-            r["kind"]: r
-            for r in out.groupBy("kind")
-            .agg(
-                F.count(F.lit(1)).alias("n"),
-                F.sum("applied").alias("applied"),
-                F.sum("stale").alias("stale"),
-                F.sum(F.when(F.col("state_changed"), 1).otherwise(0)).alias("changed"),
+        # What the batch changed, per kind of UDF row, and its rejections per reason, in one
+        # collect (one Spark job: each is a fixed cost of a small batch). The engine's refusals
+        # are few: they are broadcast to the valid rows (no shuffle of the batch) and only the
+        # matched rows are rendered back to JSON (``_write_rejects``).
+        per_kind = out.groupBy("kind").agg(
+            F.lit(None).cast("string").alias("reason"),
+            F.count(F.lit(1)).alias("n"),
+            F.sum("applied").alias("applied"),
+            F.sum("stale").alias("stale"),
+            F.sum(F.when(F.col("state_changed"), 1).otherwise(0)).alias("changed"),
+        )
+        per_reason = (
+            rejected.select("reason")
+            .unionByName(_refusals(out).select("reason"))
+            .groupBy("reason")
+            .agg(F.count(F.lit(1)).alias("n"))
+            .select(
+                F.lit(None).cast("string").alias("kind"),
+                "reason",
+                "n",
+                *[F.lit(None).cast("long").alias(c) for c in ("applied", "stale", "changed")],
             )
-            .collect()
-        }
-
-        # The engine's refusals are few: they are broadcast to the valid rows (no shuffle of
-        # the batch) and only the matched rows are rendered back to JSON (``_write_rejects``).
-        refused = _refusals(out)
-        counts = rejected.groupBy("reason").count().unionByName(refused.groupBy("reason").count())
+        )
+        kinds: dict[str, Any] = {}
         reasons: dict[str, int] = {}
-        for r in counts.collect():
-            reasons[r["reason"]] = reasons.get(r["reason"], 0) + int(r["count"])
+        for r in per_kind.unionByName(per_reason).collect():
+            if r["kind"] is not None:
+                kinds[r["kind"]] = r
+            else:
+                reasons[r["reason"]] = int(r["n"])
         self._phases.done("count")
 
         writes = self._table_writes(kinds, bool(reasons), lineage, batch_id, tag)

@@ -62,10 +62,26 @@ def _add_missing_columns(spark: SparkSession, path: str, name: str) -> None:
 
 
 def latest_version(spark: SparkSession, warehouse: str | Path, name: str) -> int:
-    """The table's current Delta version: what a job reads with ``as_of`` to know what it read."""
+    """The table's current Delta version: what a job reads with ``as_of`` to know what it read.
+
+    Asked of Delta's log (``DeltaLog.update``, the listing of ``_delta_log``) rather than of
+    ``history(1)``, which runs a Spark job per table: an ingest batch asks three times. A read
+    ``as_of`` that version then finds Delta's snapshot of it already loaded. Where the JVM is
+    not reachable from Python (Spark Connect), ``history(1)`` answers.
+    """
     from delta.tables import DeltaTable
 
-    return int(DeltaTable.forPath(spark, table_path(warehouse, name)).history(1).first()["version"])
+    path = table_path(warehouse, name)
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is not None:
+        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)  # type: ignore[attr-defined]
+        snapshot = delta_log.update(
+            False, getattr(delta_log, "update$default$2")(), getattr(delta_log, "update$default$3")()
+        )
+        version = int(snapshot.version())
+        if version >= 0:
+            return version
+    return int(DeltaTable.forPath(spark, path).history(1).first()["version"])
 
 
 def read_table(
