@@ -72,7 +72,12 @@ def test_checkpoint_registry_and_batches_on_local_disk(tmp_path: Path) -> None:
     assert not running.finished()
 
 
-def test_a_uri_without_a_spark_session_is_refused_in_one_sentence() -> None:
+def test_a_uri_without_a_spark_session_is_refused_in_one_sentence(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The suite's shared session may be running (and configured for S3 by tests/s3): the
+    # refusal is about a process that has none.
+    monkeypatch.setattr("jobs.session.running_session", lambda: None)
     with pytest.raises(locations.LocationError, match="needs a running Spark session"):
         locations.exists("s3a://bucket/wh/_checkpoints")
 
