@@ -168,7 +168,10 @@ class Ledgers:
             return cls()
         if data[:3] != _MAGIC:
             raise CorruptState("ledger state: bad magic")
-        version, n = struct.unpack_from("<BI", data, 3)
+        try:
+            version, n = struct.unpack_from("<BI", data, 3)
+        except struct.error as exc:
+            raise CorruptState("ledger state: truncated header") from exc
         if version != _VERSION:
             raise CorruptState(f"ledger state: unsupported version {version}")
         off = 3 + struct.calcsize("<BI")

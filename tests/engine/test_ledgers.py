@@ -59,3 +59,10 @@ def test_has_entries_between_is_a_positive_count_between(lasts, lower, upper):
     lower_open, upper_closed = Position(*lower), Position(*upper)
     expected = ledgers.count_between(lower_open, upper_closed) > 0
     assert ledgers.has_entries_between(lower_open, upper_closed) == expected
+
+
+def test_every_truncation_of_an_encoding_is_corrupt_state():
+    data = make_ledgers(3, 1, 7).encode()
+    for cut in range(1, len(data)):
+        with pytest.raises(CorruptState):
+            Ledgers.decode(data[:cut])

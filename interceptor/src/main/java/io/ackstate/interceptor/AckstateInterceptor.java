@@ -13,6 +13,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.pulsar.broker.PulsarService;
 import org.apache.pulsar.broker.service.Consumer;
+import org.apache.pulsar.broker.service.PendingAcksMap;
 import org.apache.pulsar.broker.service.Producer;
 import org.apache.pulsar.broker.service.ServerCnx;
 import org.apache.pulsar.broker.service.Subscription;
@@ -309,6 +310,7 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             TrackedConsumer tracked = announce(cnx, consumer);
             PartitionLog partition = tracked.partition();
             EntryFields entry = EntryFields.read(payload);
+            boolean takenBack = takenBack(consumer, ledgerId, entryId);
             synchronized (partition) {
                 long now = System.currentTimeMillis(); // event_time, and seq from the same read
                 if (entry != null && partition.needsPublish(ledgerId, entryId)) {
@@ -316,10 +318,37 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                 }
                 offer(new Event.Dispatch(partition, now, partition.clock.next(now), tracked,
                         ledgerId, entryId, entry == null ? -1 : entry.batchSize(), entry == null ? null : entry.key()));
+                if (takenBack) {
+                    offer(new Event.Redeliver(partition, now, partition.clock.next(now), tracked,
+                            redeliveryOf(consumer.consumerId(), ledgerId, entryId)));
+                }
             }
         } catch (Throwable t) {
             failed("messageDispatched", t);
         }
+    }
+
+    /**
+     * True when the broker already took the entry back from the consumer it is being written to.
+     *
+     * <p>A Shared or Key_Shared consumer's pending acks get the entry on the dispatcher's thread
+     * ({@code Consumer.sendMessages}); this hook runs later, when the connection's event loop
+     * writes the message. A redeliver-all that the event loop handled in between (its REDELIVER
+     * already has an earlier seq) moved the entry from the pending acks to the subscription's
+     * redelivery set. The broker's order was dispatch, then redeliver, so a REDELIVER of this
+     * entry alone follows the DISPATCH. Consumers of other types keep no pending acks.
+     */
+    static boolean takenBack(Consumer consumer, long ledgerId, long entryId) {
+        PendingAcksMap pending = consumer.getPendingAcks();
+        return pending != null && !pending.contains(ledgerId, entryId);
+    }
+
+    /** A redeliver request for one entry, as the consumer's client would send it. */
+    static CommandRedeliverUnacknowledgedMessages redeliveryOf(long consumerId, long ledgerId, long entryId) {
+        CommandRedeliverUnacknowledgedMessages command = new CommandRedeliverUnacknowledgedMessages()
+                .setConsumerId(consumerId);
+        command.addMessageId().setLedgerId(ledgerId).setEntryId(entryId);
+        return command;
     }
 
     /** Under the partition's lock: the PUBLISH of an entry the dispatcher sends before
@@ -354,11 +383,13 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     // onConnectionClosed stays a no-op (EmptyInterceptor): ServerCnx.channelInactive calls
     // consumerClosed for each of the connection's consumers
 
+    /** Idempotent: the metrics are unregistered once. */
     @Override
     public void close() {
         try {
             if (metrics != null) {
                 metrics.unregisterDefault();
+                metrics = null;
             }
             if (queue != null) {
                 queue.close();

@@ -1,0 +1,128 @@
+package io.ackstate.interceptor;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.mockito.Mockito.mock;
+import static org.mockito.Mockito.when;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.stream.Stream;
+import org.apache.pulsar.broker.PulsarService;
+import org.apache.pulsar.broker.ServiceConfiguration;
+import org.apache.pulsar.broker.service.BrokerService;
+import org.apache.pulsar.broker.service.Consumer;
+import org.apache.pulsar.broker.service.PendingAcksMap;
+import org.apache.pulsar.broker.service.ServerCnx;
+import org.apache.pulsar.broker.service.Subscription;
+import org.apache.pulsar.broker.service.Topic;
+import org.apache.pulsar.common.api.proto.CommandSubscribe.SubType;
+import org.apache.pulsar.common.api.proto.MessageMetadata;
+import org.apache.pulsar.common.protocol.Commands;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The DISPATCH hook against the broker's pending acks: a message written after a redeliver-all
+ * took it back must leave ackstate where the broker is (in the redelivery set, not pending).
+ */
+class DispatchOrderTest {
+    private static final String TOPIC = "persistent://public/default/orders";
+
+    @TempDir
+    Path dir;
+    private AckstateInterceptor interceptor;
+    private final ServerCnx cnx = mock(ServerCnx.class);
+
+    @BeforeEach
+    void start() throws Exception {
+        ServiceConfiguration conf = new ServiceConfiguration();
+        conf.getProperties().setProperty(AckstateInterceptor.SINK_DIRECTORY, dir.toString());
+        PulsarService pulsar = mock(PulsarService.class);
+        when(pulsar.getConfiguration()).thenReturn(conf);
+        when(pulsar.getBrokerService()).thenReturn(mock(BrokerService.class));
+        interceptor = new AckstateInterceptor();
+        interceptor.initialize(pulsar);
+    }
+
+    @AfterEach
+    void stop() {
+        interceptor.close();
+    }
+
+    /** A Shared consumer whose pending acks answer {@code holds} for every entry. */
+    private static Consumer sharedConsumer(boolean holds) {
+        Topic topic = mock(Topic.class);
+        when(topic.getName()).thenReturn(TOPIC);
+        Subscription sub = mock(Subscription.class);
+        when(sub.getName()).thenReturn("sub");
+        when(sub.getTopicName()).thenReturn(TOPIC);
+        when(sub.getTopic()).thenReturn(topic);
+        PendingAcksMap pending = mock(PendingAcksMap.class);
+        when(pending.contains(3L, 7L)).thenReturn(holds);
+        Consumer consumer = mock(Consumer.class);
+        when(consumer.getSubscription()).thenReturn(sub);
+        when(consumer.consumerName()).thenReturn("c1");
+        when(consumer.subType()).thenReturn(SubType.Shared);
+        when(consumer.consumerId()).thenReturn(11L);
+        when(consumer.getPendingAcks()).thenReturn(pending);
+        return consumer;
+    }
+
+    private static ByteBuf entry() {
+        MessageMetadata meta = new MessageMetadata().setProducerName("p").setSequenceId(1).setPublishTime(1L);
+        return Commands.serializeMetadataAndPayload(Commands.ChecksumType.Crc32c, meta,
+                Unpooled.wrappedBuffer(new byte[] {1}));
+    }
+
+    private List<String> lines() throws IOException {
+        interceptor.close(); // flushes the queue and renames the open file
+        List<String> lines = new ArrayList<>();
+        try (Stream<Path> files = Files.list(dir)) {
+            for (Path file : files.sorted().toList()) {
+                lines.addAll(Files.readAllLines(file));
+            }
+        }
+        return lines;
+    }
+
+    private static String type(String line) {
+        int at = line.indexOf("\"type\":\"") + 8;
+        return line.substring(at, line.indexOf('"', at));
+    }
+
+    private static String consumerId(String line) {
+        int at = line.indexOf("\"consumer_id\":") + 14;
+        return line.substring(at, line.indexOf(',', at));
+    }
+
+    @Test
+    void aMessageStillPendingIsADispatchAlone() throws IOException {
+        interceptor.messageDispatched(cnx, sharedConsumer(true), 3, 7, entry());
+        assertEquals(List.of("SUBSCRIBE", "DISPATCH"), lines().stream().map(DispatchOrderTest::type).toList());
+    }
+
+    @Test
+    void aMessageTheBrokerTookBackIsDispatchedThenRedelivered() throws IOException {
+        interceptor.messageDispatched(cnx, sharedConsumer(false), 3, 7, entry());
+        List<String> lines = lines();
+        assertEquals(List.of("SUBSCRIBE", "DISPATCH", "REDELIVER"), lines.stream().map(DispatchOrderTest::type).toList());
+        String redeliver = lines.get(2);
+        assertTrue(redeliver.contains("\"message_ids\":[{\"ledger_id\":3,\"entry_id\":7}]"), redeliver);
+        assertEquals(consumerId(lines.get(1)), consumerId(redeliver), "both name the same consumer");
+    }
+
+    @Test
+    void consumersWithoutPendingAcksAreNeverTakenBack() {
+        Consumer failover = mock(Consumer.class);
+        when(failover.getPendingAcks()).thenReturn(null);
+        assertEquals(false, AckstateInterceptor.takenBack(failover, 3, 7));
+    }
+}
