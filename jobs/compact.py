@@ -782,7 +782,7 @@ class LedgerTrimmer:
             "mark_delete_ledger_id",
             "mark_delete_entry_id",
             "state",
-            F.col("sub_state").alias("subscription_state"),
+            "subscription_state",
             "msg_backlog",
             "non_contiguous_deleted_ranges",
             "partial_batch_entries",

@@ -191,7 +191,7 @@ def state_input(partitions: DataFrame, cursors: DataFrame) -> DataFrame:
         F.col("ledgers").alias("state"),
         "last_seq",
         "last_event_time",
-        F.lit(None).cast("binary").alias("sub_state"),
+        F.lit(None).cast("binary").alias("subscription_state"),
         "producers_state",
         "first_retained_ledger",
     ).unionByName(
@@ -203,7 +203,7 @@ def state_input(partitions: DataFrame, cursors: DataFrame) -> DataFrame:
             "state",
             F.lit(None).cast("long").alias("last_seq"),
             F.lit(None).cast("long").alias("last_event_time"),
-            F.col("subscription_state").alias("sub_state"),
+            "subscription_state",
             F.lit(None).cast("binary").alias("producers_state"),
             F.lit(None).cast("long").alias("first_retained_ledger"),
         )
@@ -848,7 +848,7 @@ class BatchWriter:
             "last_event_time",
             *lineage,
             F.current_timestamp().alias("updated_at"),
-            F.col("sub_state").alias("subscription_state"),
+            "subscription_state",
             "state_changed",
         )
         always = ["msg_backlog", "last_seq", "last_event_time", "query_id", "batch_id", "updated_at"]

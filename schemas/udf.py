@@ -31,7 +31,7 @@ STATE_INPUT: Final = T.StructType(
         T.StructField("last_seq", T.LongType()),
         T.StructField("last_event_time", T.LongType()),
         # kind "cursor": the encoded consumers of the subscription (engine.subscription)
-        T.StructField("sub_state", T.BinaryType()),
+        T.StructField("subscription_state", T.BinaryType()),
         T.StructField("producers_state", T.BinaryType()),
         # kind "partition": the first ledger a requested ledger trim keeps (null: none asked);
         # applied before the batch's events (udfs.apply, udfs.trim)
@@ -110,7 +110,7 @@ APPLY_OUTPUT: Final = T.StructType(
         T.StructField("reason", T.StringType()),
         T.StructField("detail", T.StringType()),
         # cursor: the subscription's consumers, encoded
-        T.StructField("sub_state", T.BinaryType()),
+        T.StructField("subscription_state", T.BinaryType()),
         # consumer / pending / redelivery / active_change
         T.StructField("consumer_id", T.LongType()),
         T.StructField("consumer_name", T.StringType()),

@@ -121,8 +121,8 @@ def state_from_arrow(topic: str, partition: int, state: pa.Table) -> tuple[Parti
         else:
             encoded[row["subscription"]] = row["state"]
             result.cursors[row["subscription"]] = Cursor.decode(row["state"])
-            if row.get("sub_state"):
-                result.subscriptions[row["subscription"]] = Subscription.decode(row["sub_state"])
+            if row.get("subscription_state"):
+                result.subscriptions[row["subscription"]] = Subscription.decode(row["subscription_state"])
     return result, encoded
 
 
@@ -295,7 +295,7 @@ def _emit_batch_changes(out: OutputRows, sub: str, before: Cursor | None, after:
         )
 
 
-def _sub_state(sub: Subscription | None) -> bytes | None:
+def _subscription_state(sub: Subscription | None) -> bytes | None:
     return sub.encode() if sub is not None and not sub.is_empty() else None
 
 
@@ -468,7 +468,7 @@ def emit_cursor(
         mark_delete_ledger_id=[cursor.mark_delete.ledger_id],
         mark_delete_entry_id=[cursor.mark_delete.entry_id],
         state=[cursor.encode() if changed else None],
-        sub_state=[_sub_state(current.subscriptions.get(name)) if changed else None],
+        subscription_state=[_subscription_state(current.subscriptions.get(name)) if changed else None],
         msg_backlog=[cursor.backlog(current.ledgers)],
         non_contiguous_deleted_ranges=[cursor.non_contiguous_deleted_ranges],
         partial_batch_entries=[len(cursor.batch_acks)],

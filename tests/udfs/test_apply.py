@@ -48,7 +48,7 @@ STATE_ARROW = pa.schema(
         pa.field("state", pa.binary()),
         pa.field("last_seq", pa.int64()),
         pa.field("last_event_time", pa.int64()),
-        pa.field("sub_state", pa.binary()),
+        pa.field("subscription_state", pa.binary()),
         pa.field("producers_state", pa.binary()),
         pa.field("first_retained_ledger", pa.int64()),
     ]
@@ -98,7 +98,7 @@ class _Tables:
                     "state": row["ledgers"],
                     "last_seq": row["last_seq"],
                     "last_event_time": row["last_event_time"],
-                    "sub_state": None,
+                    "subscription_state": None,
                 }
             elif row["kind"] == CURSOR and row["state_changed"]:
                 self.state_rows[(CURSOR, row["subscription"])] = {
@@ -109,7 +109,7 @@ class _Tables:
                     "state": row["state"],
                     "last_seq": None,
                     "last_event_time": None,
-                    "sub_state": row["sub_state"],
+                    "subscription_state": row["subscription_state"],
                 }
             elif row["kind"] == RANGE:
                 k = (row["subscription"], row["ledger_id"], row["lower_entry_id"])
@@ -183,7 +183,7 @@ class _Tables:
             for pos, r in sub.redeliveries.items()
         }
         for name, sub in whole.subscriptions.items():
-            encoded = self.state_rows[(CURSOR, name)]["sub_state"]
+            encoded = self.state_rows[(CURSOR, name)]["subscription_state"]
             assert (Subscription.decode(encoded) if encoded else Subscription()).encode() == sub.encode()
 
 
