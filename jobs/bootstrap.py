@@ -40,7 +40,7 @@ from engine import Cursor, Ledgers, PartitionState
 from engine.bootstrap import partition_from_admin
 from engine.errors import SnapshotError
 from engine.topic import complete_name, is_persistent, partition_name, split_partition
-from jobs.errors import AckstateError
+from jobs.errors import BootstrapError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -52,10 +52,6 @@ QUERY_ID = "ackstate-bootstrap"
 """The ``query_id`` of every row a bootstrap writes: how a later bootstrap knows it may
 rewrite a partition (no ingest batch has written it)."""
 DOMAINS = ("persistent", "non-persistent")
-
-
-class BootstrapError(AckstateError):
-    """The admin API could not be read, or the warehouse may not be bootstrapped."""
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.config import conf_dir
-from jobs.errors import AckstateError
+from jobs.errors import BrokerStartError, PulsarSetupError
 from jobs.jars import display_path, jars_root
 
 log = logging.getLogger("ackstate.broker")
@@ -46,14 +46,6 @@ MANIFEST = "ackstate-jars.json"
 SETTINGS_ENV = "ACKSTATE_MAVEN_SETTINGS"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 INTERCEPTOR_SOURCE = REPO_ROOT / "interceptor"
-
-
-class PulsarSetupError(AckstateError):
-    """The broker's jars or the plugin NAR are missing or could not be built."""
-
-
-class BrokerStartError(AckstateError):
-    """A local standalone broker did not come up (its log is named in the message)."""
 
 
 def maven_settings() -> Path:

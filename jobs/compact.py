@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.topic import complete_name, partition_name
 from jobs import locations
-from jobs.errors import AckstateError
+from jobs.errors import CompactError
 from jobs.retry import DEFAULT_ATTEMPTS, retry_on_conflict
 from jobs.stats import TopicFilter
 from jobs.tables import table_path
@@ -74,10 +74,6 @@ COMPACT_QUERY_ID = "ackstate-compact"
 
 DELTA_MIN_RETENTION_HOURS = 168.0
 """Delta refuses a shorter VACUUM retention unless its check is turned off (7 days)."""
-
-
-class CompactError(AckstateError):
-    """``ackstate compact`` was asked for something unsafe or impossible."""
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,9 @@ import time
 
 from engine import EngineSettings
 from jobs import locations
+from jobs.errors import IngestError
 from jobs.generate import generate
-from jobs.ingest import IngestError, IngestOptions, end_heartbeat, start_ingest
+from jobs.ingest import IngestOptions, end_heartbeat, start_ingest
 from jobs.tables import read_table
 
 log = logging.getLogger("ackstate.demo")

@@ -44,7 +44,7 @@ from engine import EngineSettings
 from jobs import locations, progress
 from jobs.checkpoints import CHECKPOINTS_DIR, HeartbeatThread, register, uncommitted_batch
 from jobs.compact import CompactOptions
-from jobs.errors import AckstateError
+from jobs.errors import IngestError
 from jobs.ingest_producers import write_producer_tables
 from jobs.retry import retry_on_conflict
 from jobs.tables import ensure_tables, latest_version, read_table, table_path
@@ -80,10 +80,6 @@ READ_TABLES = (*STATE_TABLES, "ledger_trims")
 _METADATA = re.compile(r"^(?P<tag>\S+)(?: read (?P<versions>\S+))?$")
 _MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 STATE_FORMAT = 1  # engine.cursor encoding version written to cursors.state_format
-
-
-class IngestError(AckstateError):
-    """The ingest query could not start or failed."""
 
 
 @dataclass(frozen=True)

@@ -21,17 +21,13 @@ from pathlib import Path
 
 from jobs.broker import cached_files, free_port, resolve_pom, stop_process
 from jobs.config import conf_dir
-from jobs.errors import AckstateError
+from jobs.errors import KafkaSetupError
 from jobs.jars import display_path, jars_root
 
 KAFKA_VERSION = "3.9.1"
 SPARK_KAFKA_VERSION = "4.1.3"
 # pyspark's own jars: the connector's Hadoop, Scala, slf4j and compression dependencies are these
 _PYSPARK_JARS = Path(__import__("pyspark").__file__).parent / "jars"
-
-
-class KafkaSetupError(AckstateError):
-    """The Kafka jars are missing, or a local Kafka did not start."""
 
 
 def kafka_lib(root: str | Path | None = None) -> Path:

@@ -18,16 +18,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from jobs.errors import AckstateError
+from jobs.errors import LocationError
 
 Location = str
 """A local absolute path or a URI, as ``resolve`` returns it."""
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
-
-
-class LocationError(AckstateError):
-    """A location a command cannot use (a URI where only a local path will do)."""
 
 
 def scheme(location: str | Path) -> str | None:

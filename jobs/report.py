@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.topic import partition_name
 from jobs import locations
-from jobs.errors import AckstateError
+from jobs.errors import ReportError
 from jobs.stats import TopicFilter
 
 if TYPE_CHECKING:
@@ -40,10 +40,6 @@ log = logging.getLogger("ackstate.report")
 WIDTH_IN, HEIGHT_IN, DPI = 12.0, 9.0, 100
 """The PNG is WIDTH_IN x HEIGHT_IN inches at DPI: 1200 x 900 pixels."""
 PNG_NAME, HTML_NAME = "report.png", "report.html"
-
-
-class ReportError(AckstateError):
-    """The report could not be drawn (no warehouse, nothing readable)."""
 
 
 # ---- pure part ------------------------------------------------------------------------------

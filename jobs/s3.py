@@ -13,15 +13,11 @@ from pathlib import Path
 
 from jobs.broker import cached_files, resolve_pom
 from jobs.config import conf_dir
-from jobs.errors import AckstateError
+from jobs.errors import S3SetupError
 from jobs.jars import display_path, jars_root
 
 HADOOP_AWS_VERSION = "3.4.2"
 S3A_CLASS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
-
-
-class S3SetupError(AckstateError):
-    """The S3A jars are missing."""
 
 
 def s3_jars_dir(root: str | Path | None = None) -> Path:

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from jobs import locations
-from jobs.errors import AckstateError
+from jobs.errors import SqlError
 from jobs.tables import table_path
 from schemas.tables import TABLES
 
@@ -35,10 +35,6 @@ log = logging.getLogger("ackstate.sql")
 
 FORMATS = ("table", "json", "csv")
 _PROMPT, _CONTINUE = "ackstate> ", "      -> "
-
-
-class SqlError(AckstateError):
-    """A statement Spark could not parse, analyse or run; the message is Spark's first line."""
 
 
 class Warehouse:

@@ -34,7 +34,14 @@ from typing import TYPE_CHECKING, Any
 
 from engine import CorruptState, Cursor, Ledgers
 from engine.topic import complete_name, is_non_persistent, partition_name, split_partition
-from jobs.errors import AckstateError
+from jobs.errors import (
+    AsOfError,
+    CorruptCursorStateError,
+    NotFoundError,
+    SubscriptionNotFoundError,
+    TopicNotFoundError,
+    WarehouseNotInitializedError,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -77,31 +84,6 @@ INTERNAL_PARTITION_COLUMNS: tuple[str, ...] = ("topic", "partition", "ledgers")
 
 # Pulsar tracks unacked messages per consumer only where several consumers share the entries.
 _UNACKED_TRACKING_TYPES = frozenset({"Shared", "Key_Shared"})
-
-
-# ---- errors --------------------------------------------------------------------------------
-class WarehouseNotInitializedError(AckstateError):
-    """The warehouse lacks the tables ``stats`` reads: nothing was ever initialised there."""
-
-
-class AsOfError(AckstateError):
-    """``--as-of`` names a table version or time that the Delta log does not have."""
-
-
-class CorruptCursorStateError(AckstateError):
-    """A ``cursors.state`` or ``topic_partitions.ledgers`` value this version cannot decode."""
-
-
-class NotFoundError(AckstateError):
-    """A ``--topic`` or ``--subscription`` filter matched nothing: exit 1, not a failure of ackstate."""
-
-
-class TopicNotFoundError(NotFoundError):
-    pass
-
-
-class SubscriptionNotFoundError(NotFoundError):
-    pass
 
 
 # ---- topic names ----------------------------------------------------------------------------

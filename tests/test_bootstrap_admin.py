@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.bootstrap import TOKEN_ENV, AdminApi, BootstrapError, read_token
+from jobs.bootstrap import TOKEN_ENV, AdminApi, read_token
+from jobs.errors import BootstrapError
 
 TOKEN = "secret-token-value"
 

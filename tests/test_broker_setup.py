@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from jobs import broker
-from jobs.broker import PulsarSetupError, find_interceptor_nar, find_pulsar_lib
+from jobs.broker import find_interceptor_nar, find_pulsar_lib
+from jobs.errors import PulsarSetupError
 
 
 def _entry(directory: Path, files: list[str], source: str | None = None) -> None:

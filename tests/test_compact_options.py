@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from jobs.cli import build_parser
-from jobs.compact import DELTA_MIN_RETENTION_HOURS, CompactError, CompactOptions, LedgerTrim
+from jobs.compact import DELTA_MIN_RETENTION_HOURS, CompactOptions, LedgerTrim
 from jobs.config import load_config
+from jobs.errors import CompactError
 from jobs.report import Series, bucket_redeliveries, build_series, render_html, render_png, spread
 from jobs.retry import is_conflict, retry_on_conflict
 from jobs.sql import format_table, split_statements, tables_named

@@ -9,6 +9,7 @@ import pytest
 
 from jobs import checkpoints, locations
 from jobs.cli import main
+from jobs.errors import LocationError
 from jobs.ingest import IngestOptions
 from jobs.tables import table_path
 
@@ -78,7 +79,7 @@ def test_a_uri_without_a_spark_session_is_refused_in_one_sentence(
     # The suite's shared session may be running (and configured for S3 by tests/s3): the
     # refusal is about a process that has none.
     monkeypatch.setattr("jobs.session.running_session", lambda: None)
-    with pytest.raises(locations.LocationError, match="needs a running Spark session"):
+    with pytest.raises(LocationError, match="needs a running Spark session"):
         locations.exists("s3a://bucket/wh/_checkpoints")
 
 

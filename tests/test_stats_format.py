@@ -14,17 +14,14 @@ import pytest
 
 from engine import Cursor, Ledgers, MessageId, Position
 from engine.topic import partition_name
-from jobs.errors import AckstateError
-from jobs.stats import (
+from jobs.errors import (
+    AckstateError,
     CorruptCursorStateError,
     NotFoundError,
     SubscriptionNotFoundError,
-    TopicFilter,
     TopicNotFoundError,
-    build_internal_stats,
-    build_stats,
-    require_found,
 )
+from jobs.stats import TopicFilter, build_internal_stats, build_stats, require_found
 
 TOPIC = "persistent://public/default/orders"
 OTHER = "persistent://public/default/payments"

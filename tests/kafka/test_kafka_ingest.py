@@ -138,7 +138,7 @@ def test_a_killed_kafka_ingest_restarts_from_its_offsets_exactly_once(
 
 
 def test_a_missing_server_list_is_one_sentence(spark: SparkSession, tmp_path: Path) -> None:
-    from jobs.ingest import IngestError
+    from jobs.errors import IngestError
 
     options = IngestOptions(source="t", warehouse=tmp_path / "w", format="kafka")
     with pytest.raises(IngestError, match="--format kafka needs the Kafka servers"):

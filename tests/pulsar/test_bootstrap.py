@@ -27,8 +27,9 @@ import pulsar
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.bootstrap import QUERY_ID, AdminApi, BootstrapError, bootstrap
+from jobs.bootstrap import QUERY_ID, AdminApi, bootstrap
 from jobs.broker import StandaloneBroker
+from jobs.errors import BootstrapError
 from jobs.tables import read_table
 from schemas.tables import TABLES
 from tests.pulsar.scenarios import Run, drain, produce, receive
