@@ -3,14 +3,65 @@ package io.ackstate.interceptor;
 import org.apache.pulsar.broker.service.Consumer;
 
 /**
- * What a SUBSCRIBE said of a consumer, so that later events name the same consumer.
- *
- * @param consumer the broker's object, compared by identity ({@code Consumer.equals} compares
- *                 Pulsar's per-connection id and the client's address, which a later consumer
- *                 can share)
- * @param id the plugin's broker-wide consumer id
- * @param fullTopic the topic partition's full Pulsar name, to find its consumers on unload
- * @param consumerFields {@code "subscription":"...","consumer_id":n}, quoted once
+ * What a SUBSCRIBE said of a consumer, so that later events name the same consumer, and when
+ * the consumer last asked for a redeliver-all.
  */
-record TrackedConsumer(Consumer consumer, long id, String fullTopic, PartitionLog partition, String consumerFields) {
+final class TrackedConsumer {
+    /** How long after a redeliver-all a dispatched entry is checked against the pending acks:
+     *  the writes the dispatcher queued on the event loop before it run within milliseconds. */
+    static final long TAKE_BACK_WINDOW_MS = 10_000;
+
+    private final Consumer consumer;
+    private final long id;
+    private final String fullTopic;
+    private final PartitionLog partition;
+    private final String consumerFields;
+    /** Written and read on the consumer's connection's event loop (its REDELIVER and its
+     *  writes); volatile for a topic unload's thread, which only closes it. */
+    private volatile long redeliverAllMillis = Long.MIN_VALUE / 2;
+
+    /**
+     * @param consumer the broker's object, compared by identity ({@code Consumer.equals} compares
+     *                 Pulsar's per-connection id and the client's address, which a later consumer
+     *                 can share)
+     * @param id the plugin's broker-wide consumer id
+     * @param fullTopic the topic partition's full Pulsar name, to find its consumers on unload
+     * @param consumerFields {@code "subscription":"...","consumer_id":n}, quoted once
+     */
+    TrackedConsumer(Consumer consumer, long id, String fullTopic, PartitionLog partition, String consumerFields) {
+        this.consumer = consumer;
+        this.id = id;
+        this.fullTopic = fullTopic;
+        this.partition = partition;
+        this.consumerFields = consumerFields;
+    }
+
+    Consumer consumer() {
+        return consumer;
+    }
+
+    long id() {
+        return id;
+    }
+
+    String fullTopic() {
+        return fullTopic;
+    }
+
+    PartitionLog partition() {
+        return partition;
+    }
+
+    String consumerFields() {
+        return consumerFields;
+    }
+
+    void redeliveredAll(long nowMillis) {
+        redeliverAllMillis = nowMillis;
+    }
+
+    /** True while an entry written now may be one a recent redeliver-all took back. */
+    boolean mayHaveTakenBack(long nowMillis) {
+        return nowMillis - redeliverAllMillis < TAKE_BACK_WINDOW_MS;
+    }
 }

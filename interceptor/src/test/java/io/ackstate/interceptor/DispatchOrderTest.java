@@ -3,6 +3,8 @@ package io.ackstate.interceptor;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.mockito.Mockito.mock;
+import static org.mockito.Mockito.never;
+import static org.mockito.Mockito.verify;
 import static org.mockito.Mockito.when;
 
 import io.netty.buffer.ByteBuf;
@@ -12,6 +14,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.stream.Stream;
 import org.apache.pulsar.broker.PulsarService;
 import org.apache.pulsar.broker.ServiceConfiguration;
@@ -21,9 +24,11 @@ import org.apache.pulsar.broker.service.PendingAcksMap;
 import org.apache.pulsar.broker.service.ServerCnx;
 import org.apache.pulsar.broker.service.Subscription;
 import org.apache.pulsar.broker.service.Topic;
+import org.apache.pulsar.common.api.proto.BaseCommand;
 import org.apache.pulsar.common.api.proto.CommandSubscribe.SubType;
 import org.apache.pulsar.common.api.proto.MessageMetadata;
 import org.apache.pulsar.common.protocol.Commands;
+import org.apache.pulsar.common.util.collections.ConcurrentLongHashMap;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -109,14 +114,36 @@ class DispatchOrderTest {
         assertEquals(List.of("SUBSCRIBE", "DISPATCH"), lines().stream().map(DispatchOrderTest::type).toList());
     }
 
+    /** The client's redeliver-all, as the broker's connection hands it to the interceptor. */
+    private void redeliverAll(Consumer consumer) {
+        ConcurrentLongHashMap<CompletableFuture<Consumer>> consumers = ConcurrentLongHashMap.<CompletableFuture<Consumer>>newBuilder().build();
+        consumers.put(consumer.consumerId(), CompletableFuture.completedFuture(consumer));
+        when(cnx.getConsumers()).thenReturn(consumers);
+        BaseCommand command = new BaseCommand().setType(BaseCommand.Type.REDELIVER_UNACKNOWLEDGED_MESSAGES);
+        command.setRedeliverUnacknowledgedMessages().setConsumerId(consumer.consumerId());
+        interceptor.onPulsarCommand(command, cnx);
+    }
+
     @Test
     void aMessageTheBrokerTookBackIsDispatchedThenRedelivered() throws IOException {
-        interceptor.messageDispatched(cnx, sharedConsumer(false), 3, 7, entry());
+        Consumer consumer = sharedConsumer(false);
+        redeliverAll(consumer);
+        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
         List<String> lines = lines();
-        assertEquals(List.of("SUBSCRIBE", "DISPATCH", "REDELIVER"), lines.stream().map(DispatchOrderTest::type).toList());
-        String redeliver = lines.get(2);
+        assertEquals(List.of("SUBSCRIBE", "REDELIVER", "DISPATCH", "REDELIVER"),
+                lines.stream().map(DispatchOrderTest::type).toList());
+        assertTrue(lines.get(1).contains("\"message_ids\":[]"), lines.get(1));
+        String redeliver = lines.get(3);
         assertTrue(redeliver.contains("\"message_ids\":[{\"ledger_id\":3,\"entry_id\":7}]"), redeliver);
-        assertEquals(consumerId(lines.get(1)), consumerId(redeliver), "both name the same consumer");
+        assertEquals(consumerId(lines.get(2)), consumerId(redeliver), "both name the same consumer");
+    }
+
+    @Test
+    void withoutARecentRedeliverAllThePendingAcksAreNotLookedUp() throws IOException {
+        Consumer consumer = sharedConsumer(false);
+        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
+        verify(consumer.getPendingAcks(), never()).contains(3L, 7L);
+        assertEquals(List.of("SUBSCRIBE", "DISPATCH"), lines().stream().map(DispatchOrderTest::type).toList());
     }
 
     @Test
