@@ -371,27 +371,39 @@ def test_output_rows_from_arrays_are_the_rows_from_lists():
             st.integers(0, 17),
         ),
         max_size=60,
-    )
+    ),
+    st.lists(st.sampled_from([1, 2, 3]), max_size=3),
 )
-def test_pending_and_redelivery_rows_are_every_change_in_key_order(ops):
-    """The pending-ack and redelivery rows, emitted from per-consumer sets and sorted columns,
-    are what one lookup per changed (consumer, position) in ``sorted`` order gives."""
+def test_pending_and_redelivery_rows_are_every_change_in_key_order(ops, last_redeliver_alls):
+    """The pending-ack and redelivery rows, emitted from per-consumer sets, the columns of
+    redeliver-alls (``Changes.taken`` and ``Changes.bulk``, still columns when nothing follows
+    them) and sorted columns, are what one lookup per changed (consumer, position) of the eager
+    path (every redeliver-all written into the dictionaries at once) in ``sorted`` order gives."""
     cursor = Cursor("Shared", Position(5, 1))
-    sub = Subscription()
     settings_ = SubscriptionSettings(max_unacked_messages_per_consumer=0)
-    for cid in (1, 2, 3):
-        sub.subscribe(cursor, Consumer(cid, f"c{cid}", 0, 0, 0), "Shared", cid, settings_)
-    sub.changes = Changes()
-    for now, (kind, cid, entry) in enumerate(ops, start=1_000):
+    sub, eager = Subscription(), Subscription()
+    for s in (sub, eager):
+        for cid in (1, 2, 3):
+            s.subscribe(cursor, Consumer(cid, f"c{cid}", 0, 0, 0), "Shared", cid, settings_)
+        s.changes = Changes()
+    redeliver_alls = [("REDELIVER_ALL", cid, 0) for cid in last_redeliver_alls]
+    for now, (kind, cid, entry) in enumerate([*ops, *redeliver_alls], start=1_000):
         pos = Position(5 + entry // 6, entry % 6)
-        if kind == "DISPATCH":
-            sub.dispatch(cursor, cid, pos, 1, 0, now, settings_)
-        elif kind == "NACK":
-            sub.nack(cursor, cid, [pos], now)
-        else:
-            sub.redeliver(cursor, cid, None if kind == "REDELIVER_ALL" else [pos], now, REDELIVER, settings_)
-    pending = sub.changes.pending_pairs()
-    redeliveries = dict(sub.changes.redeliveries)
+        for s in (sub, eager):
+            if kind == "DISPATCH":
+                s.dispatch(cursor, cid, pos, 1, 0, now, settings_)
+            elif kind == "NACK":
+                s.nack(cursor, cid, [pos], now)
+            else:
+                s.redeliver(
+                    cursor, cid, None if kind == "REDELIVER_ALL" else [pos], now, REDELIVER, settings_
+                )
+        assert eager.redeliveries is not None  # reading them materializes a redeliver-all at once
+    assert not eager.changes.bulk
+    pending = eager.changes.pending_pairs()
+    assert sub.changes.pending_pairs() == pending
+    redeliveries = dict(eager.changes.redeliveries)
+    assert sub.changes.all_redeliveries() == redeliveries
     out = OutputRows("persistent://t/ns/x", 0)
     emit_subscription_changes(out, "s", cursor, sub, EngineSettings())
     rows = out.table().to_pylist()
