@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import json
 import struct
-from collections import deque
 from dataclasses import dataclass, field
-from itertools import compress, repeat
-from operator import eq
+from itertools import repeat
 from typing import NamedTuple
 
 import numpy as np
@@ -660,13 +658,18 @@ class Subscription:
         consumer.pending = {}
         cid = consumer.consumer_id
         holder = self.holder
-        # the entries it holds (``holder`` names it), found and deleted by C loops
-        mine = list(compress(taken, map(eq, map(holder.get, taken), repeat(cid))))
-        deque(map(holder.__delitem__, mine), maxlen=0)
+        # the entries it holds (``holder`` names it) leave ``holder``: one C loop pops them all,
+        # then any that named someone else go back (none, unless pending acks overlap)
+        named = list(map(holder.pop, taken, repeat(None)))
+        all_mine = named.count(cid) == len(named)
+        if not all_mine:
+            holder.update(
+                (pos, owner) for pos, owner in zip(taken, named, strict=True) if owner not in (cid, None)
+            )
         self._timers_changed()  # its ack-timeout timers went with the pending acks
         consumer.unacked = 0
         consumer.blocked = False
-        return taken, len(mine) == len(taken)
+        return taken, all_mine
 
     def _replays_any(self, ledgers: np.ndarray, entries: np.ndarray) -> bool:
         """Whether any of these positions is in the replay set (``_redeliveries``; the blocks in

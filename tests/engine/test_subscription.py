@@ -655,3 +655,28 @@ def test_redeliver_all_is_redeliver_with_every_pending_id(ops, cids, after):
     assert bulk.changes.pending_pairs() == one_by_one.changes.pending_pairs()
     assert bulk.changes.consumers == one_by_one.changes.consumers
     assert bulk.next_due() == one_by_one.next_due()
+
+
+def test_redeliver_all_of_overlapping_pending_acks_takes_the_eager_path():
+    """A state in which two consumers hold the same entry (no event sequence makes one; a
+    hand-made or corrupt state could): ``holder`` names the other consumer, which keeps it there,
+    and the replays are written one by one, as a redeliver naming every id does."""
+    settings_ = SubscriptionSettings(max_unacked_messages_per_consumer=0)
+    cursor = Cursor("Shared", Position(5, -1))
+    subs = []
+    for _ in range(2):
+        sub = Subscription()
+        for cid in (1, 2):
+            sub.subscribe(cursor, Consumer(cid, f"c{cid}", 0, 0, 0), "Shared", cid, settings_)
+        sub.dispatch(cursor, 1, Position(5, 0), 1, 0, 10, settings_)
+        sub.dispatch(cursor, 2, Position(5, 1), 1, 0, 11, settings_)
+        sub.consumers[2].pending[Position(5, 0)] = sub.consumers[1].pending[Position(5, 0)]
+        subs.append(sub)
+    bulk, one_by_one = subs
+    bulk.redeliver(cursor, 2, None, 20, REDELIVER, settings_)
+    one_by_one.redeliver(cursor, 2, list(one_by_one.consumers[2].pending), 20, REDELIVER, settings_)
+    assert not bulk._bulk  # written one by one
+    assert bulk.holder == one_by_one.holder == {Position(5, 0): 1}
+    # (the unacked counts differ, as before: a redeliver-all zeroes it, ids subtract each entry)
+    assert bulk.redeliveries == one_by_one.redeliveries and bulk.tracker == one_by_one.tracker
+    assert bulk.changes.all_redeliveries() == one_by_one.changes.all_redeliveries()
