@@ -455,8 +455,13 @@ class Subscription:
         now: int,
         settings: SubscriptionSettings,
     ) -> None:
-        """``Consumer.sendMessages``: the pending ack and the unacked count (Shared/Key_Shared)."""
-        consumer = self._consumer(consumer_id, "DISPATCH")
+        """``Consumer.sendMessages``: the pending ack and the unacked count (Shared/Key_Shared).
+
+        Half of a typical stream: ``_consumer`` and ``Changes.pending_changed`` are written out
+        here rather than called."""
+        consumer = self.consumers.get(consumer_id)
+        if consumer is None:
+            raise UnknownConsumer(f"DISPATCH from consumer {consumer_id}, which is not connected")
         if self._bulk:
             self._materialize()
         replayed = self._redeliveries.get(pos)
@@ -487,7 +492,10 @@ class Subscription:
             self._timer_added(timeout_at)
         self.holder[pos] = consumer_id
         changes = self.changes
-        changes.pending_changed(consumer_id, pos)
+        changed = changes.pending.get(consumer_id)
+        if changed is None:
+            changed = changes.pending[consumer_id] = set()
+        changed.add(pos)
         limit = settings.max_unacked_messages_per_consumer
         if limit > 0 and consumer.unacked >= limit:
             consumer.blocked = True
