@@ -193,6 +193,13 @@ class Cursor:
         lowest = self.acked.first_entry()
         if lowest is None:
             return
+        ledger_id, entry_id = lowest
+        if ledger_id == md.ledger_id and entry_id - 1 > md.entry_id:
+            # the usual hole, in mark-delete's ledger: ``has_entries_between(md, lowest - 1)``
+            # written out (entries 0..last exist in a ledger)
+            last = ledgers.last_entry(ledger_id)
+            if last is not None and max(md.entry_id + 1, 0) <= min(entry_id - 1, last):
+                return
         if lowest > md:
             lower = Position(lowest.ledger_id, lowest.entry_id - 1)
             if lower > md and ledgers.has_entries_between(md, lower):

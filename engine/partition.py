@@ -326,14 +326,23 @@ class PartitionState:
     ) -> None:
         """The events of one subscription (``group``: batch indices, ascending), in order.
 
-        Runs of individual acks go to ``_individual_ack_segment``; every other event is applied
-        one by one (``_ordered_segment``). What every event needs from the arrays (its last
-        published entry, its clock) is read for the whole group at once.
+        Runs of more than ``_SMALL_RUN`` individual acks go to ``_individual_ack_segment``;
+        every other event is applied one by one (``_ordered_segment``), the acks of a short run
+        too (between dispatches runs are short, and a segment of its own per run cost more than
+        the acks). What every event needs from the arrays (its last published entry, its clock)
+        is read for the whole group at once.
         """
         individual = (batch.type[group] == ACK) & (batch.ack_type[group] == ACK_INDIVIDUAL)
-        # segment boundaries: where "is an individual ack" changes
-        cuts = (np.flatnonzero(np.diff(individual.astype(np.int8))) + 1).tolist()
-        is_ack_run = individual.tolist()
+        # runs of equal "is an individual ack"; the long ack runs are the segments cut out
+        changes = np.flatnonzero(np.diff(individual.astype(np.int8))) + 1
+        starts = np.concatenate(([0], changes))
+        ends = np.concatenate((changes, [group.size]))
+        long_run = individual[starts] & (ends - starts > _SMALL_RUN)
+        is_ack_run = np.zeros(group.size, dtype=bool)
+        is_ack_run[starts[long_run]] = True
+        cuts = np.unique(np.concatenate((starts[long_run], ends[long_run])))
+        cuts = cuts[(cuts > 0) & (cuts < group.size)].tolist()
+        is_ack_run = is_ack_run.tolist()
         events = group.tolist()
         lacs = lac_at.positions(group)
         clocks = clock[group].tolist()
@@ -387,24 +396,36 @@ class PartitionState:
     ) -> None:
         """Order-sensitive events one by one, each after the client timers due by its clock.
 
-        DISPATCH, over half of a typical stream, takes a direct path once the subscription
-        exists; everything else (and a DISPATCH before its SUBSCRIBE) goes through
-        ``_ordered_event``, the only place that creates a cursor or a subscription, after which
-        both are looked up again.
+        DISPATCH, over half of a typical stream, and the individual acks of a short run take
+        direct paths once the subscription exists; everything else (and a DISPATCH before its
+        SUBSCRIBE) goes through ``_ordered_event``, the only place that creates a cursor or a
+        subscription, after which both are looked up again.
         """
         sub = self.subscriptions.get(name)
         cursor = self.cursors.get(name)
         implicit = settings.implicit_consumers
-        types, consumer_ids = cols.type, cols.consumer_id
+        types, ack_types, consumer_ids = cols.type, cols.ack_type, cols.consumer_id
         for i, lac, now in zip(events, lacs, clocks, strict=True):
             if implicit and (sub is None or consumer_ids[i] not in sub.consumers):
                 self._attach_implicitly(name, i, cols, settings, result)
                 sub = self.subscriptions.get(name)
+            kind = types[i]
+            if kind == ACK and ack_types[i] == ACK_INDIVIDUAL:
+                if cursor is None:
+                    result.rejects.append(_never_subscribed(cols.row[i], name))
+                    continue
+                if sub is not None:
+                    due = sub.next_due()
+                    if due is not None and due <= now:
+                        sub.fire_timers(cursor, now, settings)
+                if self._ack_event(name, cursor, sub, i, lac, batch, cols, settings, result):
+                    result.changed.add(name)
+                continue
             if sub is not None and cursor is not None:
                 due = sub.next_due()
                 if due is not None and due <= now:
                     sub.fire_timers(cursor, now, settings)
-                if types[i] == DISPATCH:
+                if kind == DISPATCH:
                     try:
                         self._dispatch(sub, cursor, i, cols, lac, settings)
                     except EngineRefusal as refusal:
@@ -619,13 +640,7 @@ class PartitionState:
         cursor = self.cursors.get(name)
         if cursor is None:
             for i in seg.tolist():
-                result.rejects.append(
-                    Reject(
-                        int(batch.row[i]),
-                        UnknownSubscription.reason,
-                        f"ACK for subscription {name!r}, which never subscribed",
-                    )
-                )
+                result.rejects.append(_never_subscribed(int(batch.row[i]), name))
             return
         sub = self.subscriptions.get(name)
         if settings.implicit_consumers:
@@ -728,60 +743,67 @@ class PartitionState:
         settings: SubscriptionSettings,
         result: ApplyResult,
     ) -> None:
-        """``Consumer.messageAcked`` + ``asyncDelete`` per ACK event, in order: a short run
-        between dispatches, where the vectorised set-up costs more than the calls. The cursor,
-        the subscription and the columns are looked up once for the run (an ACK changes neither
-        the cursor's type nor which subscription object holds the consumers; an implicit attach
-        is looked up again)."""
+        """``Consumer.messageAcked`` + ``asyncDelete`` per ACK event, in order: a short piece of
+        a run cut by a timer, where the vectorised set-up costs more than the calls. The cursor
+        and the subscription are looked up once for the run (an ACK changes neither the
+        cursor's type nor which subscription object holds the consumers; an implicit attach is
+        looked up again)."""
         cursor = self.cursors[name]
         sub = self.subscriptions.get(name)
-        implicit = settings.implicit_consumers
-        enabled = settings.batch_index_ack
-        consumer_side = cursor.sub_type in _INDIVIDUAL_ACK_MODES
-        whole, sets, offsets = cols.whole_entry_ids, cols.ackset_offsets, cols.msg_offsets
-        consumer_ids, ledgers = cols.consumer_id, self.ledgers
         acked = False
         for i, lac in zip(events, lacs, strict=True):
-            consumer_id = consumer_ids[i]
-            if implicit and (sub is None or consumer_id not in sub.consumers):
+            if settings.implicit_consumers and (sub is None or cols.consumer_id[i] not in sub.consumers):
                 self._attach_implicitly(name, i, cols, settings, result)
                 sub = self.subscriptions.get(name)
-            if sub is None or consumer_id not in sub.consumers:
-                result.rejects.append(
-                    Reject(
-                        cols.row[i],
-                        UnknownConsumer.reason,
-                        f"ACK from consumer {consumer_id}, which is not connected",
-                    )
-                )
-                continue
-            acked = True
-            mids = [
-                whole[m] if sets[m] == sets[m + 1] else self._message_id(batch, cols, m, name)
-                for m in range(offsets[i], offsets[i + 1])
-            ]
-            if consumer_side and sub.holds_anything():
-                before: dict[Position, int] = {}  # one command: every id reads the state before it
-                written: dict[Position, int] = {}
-                for mid in mids:  # all ids, as Consumer.individualAckNormal (see _individual_acks)
-                    sub.ack(
-                        cursor,
-                        consumer_id,
-                        mid.position,
-                        mid.ack_set,
-                        mid.batch_size,
-                        before,
-                        settings,
-                        written,
-                    )
-            try:
-                cursor.ack(mids, ledgers, lac, enabled)
-            except EngineRefusal as refusal:
-                result.rejects.append(
-                    Reject(cols.row[i], refusal.reason, f"{refusal}; the call stopped there")
-                )
+            acked = self._ack_event(name, cursor, sub, i, lac, batch, cols, settings, result) or acked
         if acked:
             result.changed.add(name)
+
+    def _ack_event(
+        self,
+        name: str,
+        cursor: Cursor,
+        sub: Subscription | None,
+        i: int,
+        lac: Position,
+        batch: EventBatch,
+        cols: _EventColumns,
+        settings: SubscriptionSettings,
+        result: ApplyResult,
+    ) -> bool:
+        """One individual ACK event (after any implicit attach): the consumer side, then the
+        cursor. Returns whether it was applied (False: refused, its consumer is not connected)."""
+        consumer_id = cols.consumer_id[i]
+        if sub is None or consumer_id not in sub.consumers:
+            result.rejects.append(
+                Reject(
+                    cols.row[i],
+                    UnknownConsumer.reason,
+                    f"ACK from consumer {consumer_id}, which is not connected",
+                )
+            )
+            return False
+        whole, sets = cols.whole_entry_ids, cols.ackset_offsets
+        mids = [
+            whole[m] if sets[m] == sets[m + 1] else self._message_id(batch, cols, m, name)
+            for m in range(cols.msg_offsets[i], cols.msg_offsets[i + 1])
+        ]
+        if cursor.sub_type in _INDIVIDUAL_ACK_MODES and sub.holds_anything():
+            before: dict[Position, int] = {}  # one command: every id reads the state before it
+            written: dict[Position, int] = {}
+            for mid in mids:  # all ids, as Consumer.individualAckNormal (see _individual_acks)
+                sub.ack(
+                    cursor, consumer_id, mid.position, mid.ack_set, mid.batch_size, before, settings, written
+                )
+        try:
+            cursor.ack(mids, self.ledgers, lac, settings.batch_index_ack)
+        except EngineRefusal as refusal:
+            result.rejects.append(Reject(cols.row[i], refusal.reason, f"{refusal}; the call stopped there"))
+        return True
+
+
+def _never_subscribed(row: int, name: str) -> Reject:
+    return Reject(row, UnknownSubscription.reason, f"ACK for subscription {name!r}, which never subscribed")
 
 
 _SMALL_RUN = 8  # individual-ack events below which a run is applied call by call

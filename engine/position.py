@@ -46,7 +46,8 @@ def positions_of(ledgers: Sequence[int], entries: Sequence[int]) -> list[Positio
 _SORT_IN_NUMPY = 256  # below this, sorted() on the tuples is quicker than building arrays
 
 
-def _columns(positions: Sequence[Position]) -> tuple[np.ndarray, np.ndarray]:
+def position_columns(positions: Sequence[Position]) -> tuple[np.ndarray, np.ndarray]:
+    """(ledger ids, entry ids) of ``positions`` as int64 columns, in the order given."""
     n = len(positions)
     ledgers = np.fromiter(map(itemgetter(0), positions), dtype=np.int64, count=n)
     entries = np.fromiter(map(itemgetter(1), positions), dtype=np.int64, count=n)
@@ -65,7 +66,7 @@ def position_order(positions: Sequence[Position], first: Sequence[int] | None = 
     if n < _SORT_IN_NUMPY:
         keys = positions if first is None else list(zip(first, positions, strict=True))
         return sorted(range(n), key=keys.__getitem__)
-    ledgers, entries = _columns(positions)
+    ledgers, entries = position_columns(positions)
     columns = (entries, ledgers) if first is None else (entries, ledgers, np.asarray(first, dtype=np.int64))
     return np.lexsort(columns).tolist()
 
@@ -75,9 +76,20 @@ def sorted_columns(positions: Collection[Position]) -> tuple[np.ndarray, np.ndar
     itself: row ``k`` is the ``order[k]``-th position as iterated. The projections of a
     redeliver-all write a million positions from these columns without a Python int each."""
     keys = list(positions)
-    ledgers, entries = _columns(keys)
+    ledgers, entries = position_columns(keys)
     order = np.lexsort((entries, ledgers))
     return ledgers[order], entries[order], order
+
+
+def packed_keys(ledgers: np.ndarray, entries: np.ndarray, universe: np.ndarray) -> np.ndarray:
+    """(ledger, entry) pairs as one int64 each, ordered as the positions are, for ``np.isin`` and
+    ``np.searchsorted`` between two sets of positions: the ledger's rank in ``universe`` (sorted,
+    holding every ledger id of both sets) in the high 32 bits, ``entry + 1`` in the low 32.
+
+    Entry ids of real entries are at most ``rangeset.MAX_ENTRY_ID`` (2**32 - 2), so ``entry + 1``
+    fits; ranks are below 2**31 for any partition's ledger count.
+    """
+    return (np.searchsorted(universe, ledgers).astype(np.int64) << 32) | (entries + 1)
 
 
 def sorted_positions(positions: Collection[Position]) -> list[Position]:
@@ -92,7 +104,7 @@ def sorted_after(positions: Collection[Position], floor: Position) -> list[Posit
     if len(positions) < _SORT_IN_NUMPY:
         return sorted(p for p in positions if p > floor)
     keys = list(positions)
-    ledgers, entries = _columns(keys)
+    ledgers, entries = position_columns(keys)
     order = np.lexsort((entries, ledgers))
     above = (ledgers[order] > floor.ledger_id) | (
         (ledgers[order] == floor.ledger_id) & (entries[order] > floor.entry_id)

@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import json
 import struct
-from collections import deque
 from dataclasses import dataclass, field
-from itertools import compress, repeat
-from operator import eq
+from itertools import repeat
 from typing import NamedTuple
 
 import numpy as np
@@ -42,7 +40,7 @@ from engine.errors import (
     SubscriptionTypeMismatch,
     UnknownConsumer,
 )
-from engine.position import Position, sorted_after
+from engine.position import Position, packed_keys, position_columns, positions_of, sorted_after
 
 SHARED_MODES = ("Shared", "Key_Shared")
 SINGLE_ACTIVE_MODES = ("Exclusive", "Failover")
@@ -102,6 +100,48 @@ class Redelivery:
     delivered_at: int | None = None  # only on emitted rows: the dispatch that delivered it
 
 
+@dataclass(slots=True)
+class BulkReplay:
+    """The replays one redeliver-all added, held as columns until something reads them one by one.
+
+    A redeliver-all of a Shared consumer hands every pending ack back at once (a million in
+    ``bench --subscriptions``). Each becomes a replay row with the same consumer, reason and
+    times, and the redelivery tracker's count + 1: as sorted int64 columns that is a few numpy
+    operations, where a ``Redelivery`` per position in three dictionaries was most of the time.
+    ``Subscription._materialize`` writes the rows into those dictionaries, exactly as the eager
+    path would have, the first time anything reads or writes them by position (a DISPATCH, an
+    ACK, a timer, ``encode``); the projections read the columns (``Changes.bulk``).
+    """
+
+    ledgers: np.ndarray  # int64, position order, each position once, all after mark-delete
+    entries: np.ndarray
+    counts: np.ndarray  # the tracker count after the bump: the rows' redelivery_count
+    consumer_id: int
+    reason: str
+    due: int  # requested_at and due_at (a redeliver-all is due at once)
+
+    def __len__(self) -> int:
+        return int(self.ledgers.size)
+
+    def positions(self) -> list[Position]:
+        return positions_of(self.ledgers.tolist(), self.entries.tolist())
+
+    def rows(self) -> list[Redelivery]:
+        """The ``Redelivery`` of each position, as ``_replay_all`` makes them for new positions."""
+        cid, reason, due = self.consumer_id, self.reason, self.due
+        return list(
+            map(
+                Redelivery,
+                repeat(cid),
+                repeat(reason),
+                repeat(due),
+                repeat(due),
+                self.counts.tolist(),
+                repeat(False),
+            )
+        )
+
+
 class ActiveChange(NamedTuple):
     seq: int
     event_time: int
@@ -132,11 +172,25 @@ class Changes:
     # consumer id -> positions whose pending ack (of that consumer) changed: a set per consumer,
     # so a redeliver-all records a million positions as one set, not a million (id, pos) tuples
     pending: dict[int, set[Position]] = field(default_factory=dict)
+    # consumer id -> what each redeliver-all took from it, as sorted (ledger, entry) columns:
+    # changed pending acks too, recorded without a Python object per position
+    taken: dict[int, list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
     redeliveries: dict[Position, Redelivery | None] = field(default_factory=dict)
+    # redeliver-alls still held as columns (``BulkReplay``): for their positions they are later
+    # than anything in ``redeliveries`` (every write there materializes them first)
+    bulk: list[BulkReplay] = field(default_factory=list)
     active: list[ActiveChange] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.consumers or self.closed or self.pending or self.redeliveries or self.active)
+        return bool(
+            self.consumers
+            or self.closed
+            or self.pending
+            or self.taken
+            or self.redeliveries
+            or self.bulk
+            or self.active
+        )
 
     def pending_changed(self, consumer_id: int, pos: Position) -> None:
         """The pending ack of ``consumer_id`` at ``pos`` was added, changed or removed."""
@@ -147,24 +201,37 @@ class Changes:
 
     def pending_pairs(self) -> set[tuple[int, Position]]:
         """Every changed pending ack as (consumer id, position)."""
-        return {(cid, pos) for cid, positions in self.pending.items() for pos in positions}
+        pairs = {(cid, pos) for cid, positions in self.pending.items() for pos in positions}
+        for cid, taken in self.taken.items():
+            for ledgers, entries in taken:
+                pairs.update(zip(repeat(cid), positions_of(ledgers.tolist(), entries.tolist())))
+        return pairs
+
+    def all_redeliveries(self) -> dict[Position, Redelivery | None]:
+        """Every changed replay row by position, the columns of ``bulk`` included (for checks;
+        the projections read ``bulk`` as columns)."""
+        rows = dict(self.redeliveries)
+        for block in self.bulk:
+            rows.update(zip(block.positions(), block.rows(), strict=True))
+        return rows
 
 
 class Subscription:
     """Consumers, pending acks, redelivery tracker and schedule of one subscription."""
 
     __slots__ = (
+        "_bulk",
         "_due",
         "_due_known",
+        "_redeliveries",
+        "_tracker",
         "active",
         "changes",
         "consumers",
         "holder",
         "nacks",
         "next_order",
-        "redeliveries",
         "switch_until",
-        "tracker",
     )
 
     def __init__(self) -> None:
@@ -172,8 +239,14 @@ class Subscription:
         self.holder: dict[Position, int] = {}  # pending entry -> consumer id
         self.active: int | None = None
         self.switch_until = -1  # a Failover switch takes effect at this event time
-        self.tracker: dict[Position, int] = {}  # InMemoryRedeliveryTracker
-        self.redeliveries: dict[Position, Redelivery] = {}  # replay set + scheduled nacks
+        # ``tracker`` and ``redeliveries`` (properties) hold these plus the redeliver-alls in
+        # ``_bulk``, kept as columns until something reads them by position (``BulkReplay``).
+        # A block's positions are in no other block and not in ``_redeliveries``: they left
+        # the consumer's pending acks when it was made, and only a DISPATCH puts a position back
+        # there, which materializes the blocks first.
+        self._tracker: dict[Position, int] = {}  # InMemoryRedeliveryTracker
+        self._redeliveries: dict[Position, Redelivery] = {}  # replay set + scheduled nacks
+        self._bulk: list[BulkReplay] = []
         self.nacks: list[tuple[int, int, Position]] = []  # (due_at, consumer id, position)
         self.next_order = 0
         self.changes = Changes()
@@ -183,6 +256,36 @@ class Subscription:
         # ``next_due`` scans again). Only the methods of this class add or remove timers.
         self._due: int | None = None
         self._due_known = False
+
+    # ---- the replay set and the tracker ------------------------------------------------
+    @property
+    def tracker(self) -> dict[Position, int]:
+        """``InMemoryRedeliveryTracker``: position -> times redelivered."""
+        if self._bulk:
+            self._materialize()
+        return self._tracker
+
+    @property
+    def redeliveries(self) -> dict[Position, Redelivery]:
+        """The replay set and the scheduled nacks, as `redeliveries` shows them."""
+        if self._bulk:
+            self._materialize()
+        return self._redeliveries
+
+    def _materialize(self) -> None:
+        """Write the redeliver-alls held as columns into the tracker, the replay set and (if this
+        batch's changes still hold them) the changed replays: the same updates, in the same order,
+        as ``_replay_all`` would have made when they happened. Nothing wrote those dictionaries
+        in between (every writer materializes first), so they end up as the eager path left them."""
+        blocks, self._bulk = self._bulk, []
+        changes = self.changes
+        for block in blocks:
+            positions, rows = block.positions(), block.rows()
+            self._tracker.update(zip(positions, block.counts.tolist(), strict=True))
+            self._redeliveries.update(zip(positions, rows, strict=True))
+            if any(pending is block for pending in changes.bulk):
+                changes.redeliveries.update(zip(positions, rows, strict=True))
+        changes.bulk = [b for b in changes.bulk if all(b is not block for block in blocks)]
 
     # ---- queries ------------------------------------------------------------------------
     def unacked_messages(self) -> int:
@@ -224,10 +327,10 @@ class Subscription:
 
     def holds_anything(self) -> bool:
         """Whether an ack can change consumer state (pending acks, counts, redeliveries)."""
-        return bool(self.holder or self.tracker or self.redeliveries or self.nacks)
+        return bool(self.holder or self._tracker or self._redeliveries or self._bulk or self.nacks)
 
     def is_empty(self) -> bool:
-        return not (self.consumers or self.tracker or self.redeliveries or self.nacks)
+        return not (self.consumers or self._tracker or self._redeliveries or self._bulk or self.nacks)
 
     # ---- SUBSCRIBE / CLOSE_CONSUMER ---------------------------------------------------------
     def subscribe(
@@ -352,13 +455,20 @@ class Subscription:
         now: int,
         settings: SubscriptionSettings,
     ) -> None:
-        """``Consumer.sendMessages``: the pending ack and the unacked count (Shared/Key_Shared)."""
-        consumer = self._consumer(consumer_id, "DISPATCH")
-        replayed = self.redeliveries.get(pos)
+        """``Consumer.sendMessages``: the pending ack and the unacked count (Shared/Key_Shared).
+
+        Half of a typical stream: ``_consumer`` and ``Changes.pending_changed`` are written out
+        here rather than called."""
+        consumer = self.consumers.get(consumer_id)
+        if consumer is None:
+            raise UnknownConsumer(f"DISPATCH from consumer {consumer_id}, which is not connected")
+        if self._bulk:
+            self._materialize()
+        replayed = self._redeliveries.get(pos)
         if replayed is not None and not replayed.scheduled:
             replayed.delivered_at = now
             self.changes.redeliveries[pos] = replayed
-            del self.redeliveries[pos]
+            del self._redeliveries[pos]
         if cursor.sub_type not in SHARED_MODES:
             return
         owner_id = self.holder.get(pos)
@@ -377,12 +487,15 @@ class Subscription:
         elif already.ack_timeout_at >= 0:
             self._timer_removed(already.ack_timeout_at)
         timeout_at = now + consumer.ack_timeout_ms if consumer.ack_timeout_ms > 0 else -1
-        pending[pos] = PendingAck(batch_size, sticky_key_hash, now, self.tracker.get(pos, 0), timeout_at)
+        pending[pos] = PendingAck(batch_size, sticky_key_hash, now, self._tracker.get(pos, 0), timeout_at)
         if timeout_at >= 0:
             self._timer_added(timeout_at)
         self.holder[pos] = consumer_id
         changes = self.changes
-        changes.pending_changed(consumer_id, pos)
+        changed = changes.pending.get(consumer_id)
+        if changed is None:
+            changed = changes.pending[consumer_id] = set()
+        changed.add(pos)
         limit = settings.max_unacked_messages_per_consumer
         if limit > 0 and consumer.unacked >= limit:
             consumer.blocked = True
@@ -415,6 +528,8 @@ class Subscription:
         out = shadow if written is None else written
         if cursor.sub_type not in SHARED_MODES:
             return
+        if self._bulk:
+            self._materialize()
         consumer = self.consumers[consumer_id]
         owner_id = consumer_id if pos in consumer.pending else self.holder.get(pos)
         owner = self.consumers.get(owner_id) if owner_id is not None else None
@@ -432,7 +547,7 @@ class Subscription:
                 owner.unacked -= acked
                 self.changes.consumers.add(owner.consumer_id)
             out[pos] = 0
-            if pos in self.redeliveries:
+            if pos in self._redeliveries:
                 self._set_redelivery(pos, None)
             self._drop_nacks_at(pos)
         elif settings.batch_index_ack:
@@ -446,7 +561,7 @@ class Subscription:
                 self.changes.pending_changed(owner.consumer_id, pos)
             out[pos] = (mask if mask is not None else (1 << batch_size) - 1) & ack_set
         # PersistentSubscription.acknowledgeMessage: redeliveryTracker.removeBatch(positions)
-        self.tracker.pop(pos, None)
+        self._tracker.pop(pos, None)
 
     # ---- NACK / REDELIVER ----------------------------------------------------------------
     def nack(self, cursor: Cursor, consumer_id: int, positions: list[Position], now: int) -> None:
@@ -513,31 +628,87 @@ class Subscription:
         self._replay_all(consumer, sorted_after(taken, cursor.mark_delete), now, reason)
 
     def _take_all_pending_and_replay(self, cursor: Cursor, consumer: Consumer, now: int, reason: str) -> None:
-        """A redeliver-all: every pending ack of ``consumer`` back to the replay set."""
-        taken = self._take_all_pending(consumer)
-        self.changes.consumers.add(consumer.consumer_id)
-        self._replay_all(consumer, sorted_after(taken, cursor.mark_delete), now, reason)
+        """A redeliver-all: every pending ack of ``consumer`` back to the replay set.
 
-    def _take_all_pending(self, consumer: Consumer) -> dict[Position, PendingAck]:
+        The taken positions are sorted once as int64 columns; those after mark-delete become a
+        ``BulkReplay`` (their tracker counts read as columns too), unless a position is already
+        in the replay set or was not this consumer's by ``holder`` (a state whose consumers'
+        pending acks overlap): then the rows are written one by one by ``_replay_all``, which
+        handles both.
+        """
+        cid = consumer.consumer_id
+        taken, all_mine = self._take_all_pending(consumer)
+        self.changes.consumers.add(cid)
+        ledgers, entries = position_columns(list(taken))
+        order = np.lexsort((entries, ledgers))
+        ledgers, entries = ledgers[order], entries[order]
+        self.changes.taken.setdefault(cid, []).append((ledgers, entries))
+        floor = cursor.mark_delete
+        above = (ledgers > floor.ledger_id) | ((ledgers == floor.ledger_id) & (entries > floor.entry_id))
+        ledgers, entries = ledgers[above], entries[above]
+        if ledgers.size == 0:
+            return
+        if not all_mine or self._replays_any(ledgers, entries):
+            self._replay_all(consumer, positions_of(ledgers.tolist(), entries.tolist()), now, reason)
+            return
+        counts = self._tracker_counts(ledgers, entries) + 1
+        block = BulkReplay(ledgers, entries, counts, cid, reason, now)
+        self._bulk.append(block)
+        self.changes.bulk.append(block)
+
+    def _take_all_pending(self, consumer: Consumer) -> tuple[dict[Position, PendingAck], bool]:
         """``_remove_pending`` of every pending ack of ``consumer`` at once (a redeliver-all):
-        the same state and changes, without a Python call per entry. Its unacked count is 0
-        afterwards, so it is unblocked whatever the limit."""
+        the same state, without a Python call per entry (the caller records the changes). Its
+        unacked count is 0 afterwards, so it is unblocked whatever the limit. Also returns
+        whether ``holder`` named ``consumer`` for every one of them (it does, unless the
+        consumers' pending acks overlap, which no sequence of events produces)."""
         taken = consumer.pending
         consumer.pending = {}
         cid = consumer.consumer_id
         holder = self.holder
-        # the entries it holds (``holder`` names it), found and deleted by C loops
-        mine = compress(taken, map(eq, map(holder.get, taken), repeat(cid)))
-        deque(map(holder.__delitem__, list(mine)), maxlen=0)
+        # the entries it holds (``holder`` names it) leave ``holder``: one C loop pops them all,
+        # then any that named someone else go back (none, unless pending acks overlap)
+        named = list(map(holder.pop, taken, repeat(None)))
+        all_mine = named.count(cid) == len(named)
+        if not all_mine:
+            holder.update(
+                (pos, owner) for pos, owner in zip(taken, named, strict=True) if owner not in (cid, None)
+            )
         self._timers_changed()  # its ack-timeout timers went with the pending acks
-        changed = self.changes.pending.get(cid)
-        if changed is None:
-            self.changes.pending[cid] = set(taken)
-        else:
-            changed.update(taken)
         consumer.unacked = 0
         consumer.blocked = False
-        return taken
+        return taken, all_mine
+
+    def _replays_any(self, ledgers: np.ndarray, entries: np.ndarray) -> bool:
+        """Whether any of these positions is in the replay set (``_redeliveries``; the blocks in
+        ``_bulk`` hold none of a consumer's pending acks, see ``__init__``)."""
+        rows = self._redeliveries
+        if not rows or ledgers.size == 0:
+            return False
+        row_ledgers, row_entries = position_columns(list(rows))
+        universe = np.unique(np.concatenate((row_ledgers, ledgers)))
+        queued = packed_keys(row_ledgers, row_entries, universe)
+        return bool(np.isin(packed_keys(ledgers, entries, universe), queued).any())
+
+    def _tracker_counts(self, ledgers: np.ndarray, entries: np.ndarray) -> np.ndarray:
+        """``tracker.get(pos, 0)`` of each position, as an int64 column: a sorted search when the
+        tracker is the smaller side, else a dictionary lookup per position."""
+        tracker = self._tracker
+        if not tracker or ledgers.size == 0:
+            return np.zeros(ledgers.size, dtype=np.int64)
+        if len(tracker) > ledgers.size:
+            positions = positions_of(ledgers.tolist(), entries.tolist())
+            counts = np.fromiter(map(tracker.get, positions, repeat(0)), dtype=np.int64, count=ledgers.size)
+            return counts
+        known_ledgers, known_entries = position_columns(list(tracker))
+        known_counts = np.fromiter(tracker.values(), dtype=np.int64, count=len(tracker))
+        universe = np.unique(np.concatenate((known_ledgers, ledgers)))
+        known = packed_keys(known_ledgers, known_entries, universe)
+        order = np.argsort(known)
+        known, known_counts = known[order], known_counts[order]
+        wanted = packed_keys(ledgers, entries, universe)
+        at = np.minimum(np.searchsorted(known, wanted), known.size - 1)
+        return np.where(known[at] == wanted, known_counts[at], 0)
 
     def _replay_all(self, consumer: Consumer, positions: list[Position], due: int, reason: str) -> None:
         """``redeliverUnacknowledgedMessages(consumer, positions)``: replay set + tracker +1.
@@ -785,11 +956,11 @@ class Subscription:
             pos = Position(ledger, entry)
             sub.consumers[cid].pending[pos] = PendingAck(size_, sticky, at, count, timeout_at)
             sub.holder[pos] = cid
-        sub.tracker = {Position(ledger, entry): n for ledger, entry, n in tracker}
+        sub._tracker = {Position(ledger, entry): n for ledger, entry, n in tracker}
         for reason, (ledger, entry, cid, requested, due, count, dead, scheduled) in zip(
             head["reasons"], redeliveries, strict=True
         ):
-            sub.redeliveries[Position(ledger, entry)] = Redelivery(
+            sub._redeliveries[Position(ledger, entry)] = Redelivery(
                 cid, reason, requested, due, count, bool(dead), bool(scheduled)
             )
         sub.nacks = [(d, c, Position(ledger, entry)) for d, c, ledger, entry in nacks]

@@ -31,8 +31,15 @@ from engine import (
 )
 from engine.ackset import mask_to_words, unacked_count
 from engine.events import ACK_TYPE_CODE, EVENT_TYPES
-from engine.position import Position, sorted_columns, sorted_positions
-from engine.subscription import SINGLE_ACTIVE_MODES, Changes, PendingAck, Subscription
+from engine.position import (
+    Position,
+    packed_keys,
+    position_columns,
+    positions_of,
+    sorted_columns,
+    sorted_positions,
+)
+from engine.subscription import SINGLE_ACTIVE_MODES, Changes, PendingAck, Redelivery, Subscription
 from schemas.udf import (
     ACTIVE_CHANGE,
     APPLY_OUTPUT,
@@ -155,19 +162,22 @@ class OutputRows:
     (``APPLY_OUTPUT``) in which each kind fills a handful of columns. Building Arrow arrays per
     call (one per column, most of them nulls) cost more than the engine itself. Each column is
     kept as the chunks it was given (Python lists, or numpy arrays as they are: a redeliver-all
-    emits millions of positions, which need no Python int each) and the row counts of the null
-    gaps between them; ``table`` converts each chunk once and concatenates.
+    emits millions of positions, which need no Python int each; or Arrow arrays, for a column
+    with nulls built from numpy) and the row counts of the null gaps between them; ``table``
+    converts each chunk once and concatenates.
     """
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic, self.partition = topic, partition
-        self.columns: dict[str, list[list[Any] | np.ndarray | Repeated | int]] = {
+        self.columns: dict[str, list[list[Any] | np.ndarray | pa.Array | Repeated | int]] = {
             f.name: [] for f in OUTPUT_ARROW
         }
         self.filled: dict[str, int] = {f.name: 0 for f in OUTPUT_ARROW}  # rows each column covers
         self.size = 0
 
-    def add(self, kind: str, op: str, n: int, **values: Iterable[Any] | np.ndarray | Repeated) -> None:
+    def add(
+        self, kind: str, op: str, n: int, **values: Iterable[Any] | np.ndarray | pa.Array | Repeated
+    ) -> None:
         """``n`` rows of one kind; ``values`` holds a sequence of ``n`` per column it fills."""
         if n == 0:
             return
@@ -176,7 +186,7 @@ class OutputRows:
             chunks = self.columns[name]
             if self.filled[name] < self.size:
                 chunks.append(self.size - self.filled[name])  # nulls for the rows before
-            chunks.append(given if isinstance(given, (np.ndarray, Repeated)) else list(given))
+            chunks.append(given if isinstance(given, (np.ndarray, pa.Array, Repeated)) else list(given))
             self.filled[name] = self.size + n
         self.size += n
 
@@ -185,25 +195,80 @@ class OutputRows:
         if self.size == 0:
             return OUTPUT_ARROW.empty_table()
         n = self.size
+        # every all-null column shares one zeroed buffer (never written, so never paged in):
+        # a redeliver-all's two million rows leave most of the 69 columns null, and a fresh
+        # zeroed buffer each was most of this function's time, in the kernel
+        zeros = pa.py_buffer(np.zeros((n + 1) * 8, dtype=np.uint8))
         arrays = []
         for field in OUTPUT_ARROW:
             if field.name == "topic":
-                arrays.append(pa.array([self.topic] * n, type=field.type))
+                arrays.append(_arrow(Repeated(self.topic, n), field.type))
             elif field.name == "partition":
-                arrays.append(pa.array([self.partition] * n, type=field.type))
+                arrays.append(_arrow(Repeated(self.partition, n), field.type))
             else:
                 chunks = [*self.columns[field.name], n - self.filled[field.name]]
-                parts = [
-                    _arrow(chunk, field.type) for chunk in chunks if not isinstance(chunk, int) or chunk > 0
-                ]
-                arrays.append(parts[0] if len(parts) == 1 else pa.concat_arrays(parts))
+                chunks = [chunk for chunk in chunks if not isinstance(chunk, int) or chunk > 0]
+                if len(chunks) == 1 and isinstance(chunks[0], int):
+                    arrays.append(_null_array(n, field.type, zeros))
+                elif len(chunks) > 1 and _FIXED_WIDTH.get(field.type) is not None:
+                    arrays.append(_fixed_width(chunks, field.type, n))
+                else:
+                    parts = [_arrow(chunk, field.type) for chunk in chunks]
+                    arrays.append(parts[0] if len(parts) == 1 else pa.concat_arrays(parts))
         return pa.Table.from_arrays(arrays, schema=OUTPUT_ARROW)
 
 
-def _arrow(chunk: list[Any] | np.ndarray | Repeated | int, type_: pa.DataType) -> pa.Array:
+# the Arrow types a column is assembled for in one numpy array (``_fixed_width``)
+_FIXED_WIDTH = {pa.int64(): np.int64, pa.int32(): np.int32, pa.bool_(): np.bool_}
+
+
+def _null_array(n: int, type_: pa.DataType, zeros: pa.Buffer) -> pa.Array:
+    """``pa.nulls(n, type_)`` whose buffers are all ``zeros`` (at least (n + 1) * 8 bytes):
+    all-zero validity, values and offsets, an empty child for a list."""
+    if pa.types.is_list(type_):
+        child = pa.array([], type=type_.value_type)
+        return pa.Array.from_buffers(type_, n, [zeros, zeros], null_count=n, children=[child])
+    if pa.types.is_string(type_) or pa.types.is_binary(type_):
+        return pa.Array.from_buffers(type_, n, [zeros, zeros, zeros], null_count=n)
+    return pa.Array.from_buffers(type_, n, [zeros, zeros], null_count=n)
+
+
+def _fixed_width(chunks: list[Any], type_: pa.DataType, n: int) -> pa.Array:
+    """A fixed-width column of several chunks (int gaps are nulls) written into one numpy array
+    allocated zeroed: ``pa.concat_arrays`` writes every slot, so a column holding ten consumer
+    rows among two million nulls paged in all of it. Each chunk goes through ``_arrow`` unless
+    it is a numpy array of the column's own type (so casts check ranges as before)."""
+    dtype = _FIXED_WIDTH[type_]
+    values = np.zeros(n, dtype=dtype)
+    valid = np.zeros(n, dtype=bool)
+    at = 0
+    for chunk in chunks:
+        if isinstance(chunk, int):
+            at += chunk
+            continue
+        if isinstance(chunk, np.ndarray) and chunk.dtype == dtype:
+            values[at : at + chunk.size] = chunk
+            valid[at : at + chunk.size] = True
+            at += chunk.size
+            continue
+        array = _arrow(chunk, type_)
+        size = len(array)
+        if array.null_count:
+            valid[at : at + size] = array.is_valid().to_numpy(zero_copy_only=False)
+            array = array.fill_null(False if dtype is np.bool_ else 0)
+        else:
+            valid[at : at + size] = True
+        values[at : at + size] = array.to_numpy(zero_copy_only=False)
+        at += size
+    return pa.array(values, mask=~valid, type=type_)
+
+
+def _arrow(chunk: list[Any] | np.ndarray | pa.Array | Repeated | int, type_: pa.DataType) -> pa.Array:
     """One chunk of an ``OutputRows`` column as Arrow (an int is that many nulls)."""
     if isinstance(chunk, int):
         return pa.nulls(chunk, type=type_)
+    if isinstance(chunk, pa.Array):
+        return chunk if chunk.type == type_ else chunk.cast(type_)
     if isinstance(chunk, Repeated):
         return pa.repeat(pa.scalar(chunk.value, type=type_), chunk.n)
     return pa.array(chunk, type=type_)
@@ -304,19 +369,24 @@ def _pending_changes(
 ) -> tuple[list[tuple[int, Position, PendingAck]], tuple[list[int], np.ndarray, np.ndarray]]:
     """The changed pending acks in (consumer id, position) order, split into those still
     pending (with their ``PendingAck``) and those gone, the latter as columns (consumer id,
-    ledger, entry): after a redeliver-all they are a million, compared and sorted by set
-    operations and a numpy sort rather than a Python step each."""
+    ledger, entry): after a redeliver-all they are a million, recorded as columns
+    (``Changes.taken``), compared and sorted by numpy rather than a Python step each."""
     upserts: list[tuple[int, Position, PendingAck]] = []
     gone_ids: list[int] = []
     gone_ledgers: list[np.ndarray] = []
     gone_entries: list[np.ndarray] = []
-    for cid in sorted(sub.changes.pending):
-        changed = sub.changes.pending[cid]
+    changes = sub.changes
+    for cid in sorted(changes.pending.keys() | changes.taken.keys()):
+        changed = changes.pending.get(cid, set())
         consumer = sub.consumers.get(cid)
         held = consumer.pending if consumer is not None else {}
-        kept = changed.intersection(held)
-        upserts.extend((cid, pos, held[pos]) for pos in sorted_positions(kept))
-        ledgers, entries, _ = sorted_columns(changed.difference(kept))
+        if cid in changes.taken:
+            kept_positions, ledgers, entries = _split_taken(changed, changes.taken[cid], held)
+        else:
+            kept = changed.intersection(held)
+            kept_positions = sorted_positions(kept)
+            ledgers, entries, _ = sorted_columns(changed.difference(kept))
+        upserts.extend((cid, pos, held[pos]) for pos in kept_positions)
         gone_ids.extend([cid] * ledgers.size)
         gone_ledgers.append(ledgers)
         gone_entries.append(entries)
@@ -325,6 +395,105 @@ def _pending_changes(
         gone_ids,
         np.concatenate(gone_ledgers) if gone_ledgers else empty,
         np.concatenate(gone_entries) if gone_entries else empty,
+    )
+
+
+def _split_taken(
+    changed: set[Position], taken: list[tuple[np.ndarray, np.ndarray]], held: dict[Position, PendingAck]
+) -> tuple[list[Position], np.ndarray, np.ndarray]:
+    """One consumer's changed pending acks, per position and taken by redeliver-alls (columns),
+    as (those it holds now, in position order; the ledgers and entries of those gone, sorted)."""
+    changed_ledgers, changed_entries = position_columns(list(changed))
+    held_ledgers, held_entries = position_columns(list(held))
+    ledgers = np.concatenate([changed_ledgers, *(t[0] for t in taken)])
+    entries = np.concatenate([changed_entries, *(t[1] for t in taken)])
+    universe = np.unique(np.concatenate((ledgers, held_ledgers)))
+    keys, first = np.unique(packed_keys(ledgers, entries, universe), return_index=True)  # sorted
+    ledgers, entries = ledgers[first], entries[first]
+    is_held = np.isin(keys, packed_keys(held_ledgers, held_entries, universe))
+    kept = positions_of(ledgers[is_held].tolist(), entries[is_held].tolist())
+    return kept, ledgers[~is_held], entries[~is_held]
+
+
+class _RedeliveryRows(NamedTuple):
+    """The changed replay rows as columns, upserts and deletes each in position order."""
+
+    ledgers: np.ndarray
+    entries: np.ndarray
+    consumer_id: np.ndarray
+    reason: pa.Array
+    requested_at: np.ndarray
+    due_at: np.ndarray
+    redelivery_count: np.ndarray
+    dead_letter: np.ndarray
+    delivered_at: pa.Array
+    gone_ledgers: np.ndarray
+    gone_entries: np.ndarray
+
+
+def _redelivery_rows(changes: Changes) -> _RedeliveryRows:
+    """``changes.redeliveries`` (a ``Redelivery`` or None per position) and the redeliver-alls
+    still held as columns (``changes.bulk``, later than the former for their positions) as one
+    set of columns: a redeliver-all's million rows are concatenated and sorted, never a Python
+    object each."""
+    rows: list[Redelivery | None] = list(changes.redeliveries.values())
+    ledgers, entries = position_columns(list(changes.redeliveries))
+    blocks = changes.bulk
+    if blocks and rows:
+        # a row a later redeliver-all replaced is not emitted
+        universe = np.unique(np.concatenate([ledgers, *(b.ledgers for b in blocks)]))
+        replaced = np.isin(
+            packed_keys(ledgers, entries, universe),
+            np.concatenate([packed_keys(b.ledgers, b.entries, universe) for b in blocks]),
+        )
+        if replaced.any():
+            rows = list(compress(rows, (~replaced).tolist()))
+            ledgers, entries = ledgers[~replaced], entries[~replaced]
+    is_kept = np.fromiter(map(is_not, rows, repeat(None)), dtype=bool, count=len(rows))
+    kept: list[Redelivery] = list(compress(rows, is_kept.tolist()))
+    sizes = [len(b) for b in blocks]
+
+    def column(name: str, of_block: Any) -> np.ndarray:
+        """One attribute: of the kept rows, then of each block (``of_block(block)``)."""
+        parts = [np.fromiter(map(attrgetter(name), kept), dtype=np.int64, count=len(kept))]
+        parts += [np.broadcast_to(np.asarray(of_block(b), dtype=np.int64), (len(b),)) for b in blocks]
+        return np.concatenate(parts)
+
+    all_ledgers = np.concatenate([ledgers[is_kept], *(b.ledgers for b in blocks)])
+    all_entries = np.concatenate([entries[is_kept], *(b.entries for b in blocks)])
+    order = np.lexsort((all_entries, all_ledgers))
+    reasons = [*map(attrgetter("reason"), kept), *(b.reason for b in blocks)]
+    names = sorted(set(reasons))
+    code = {name: k for k, name in enumerate(names)}
+    reason_codes = np.concatenate(
+        [
+            np.fromiter((code[r] for r in reasons[: len(kept)]), dtype=np.int32, count=len(kept)),
+            *(np.full(size, code[b.reason], dtype=np.int32) for b, size in zip(blocks, sizes, strict=True)),
+        ]
+    )
+    delivered = [r.delivered_at for r in kept]
+    delivered_at = np.concatenate(
+        [
+            np.fromiter((d or 0 for d in delivered), dtype=np.int64, count=len(kept)),
+            np.zeros(sum(sizes), np.int64),
+        ]
+    )
+    undelivered = np.concatenate(
+        [np.fromiter((d is None for d in delivered), dtype=bool, count=len(kept)), np.ones(sum(sizes), bool)]
+    )
+    gone = np.lexsort((entries[~is_kept], ledgers[~is_kept]))
+    return _RedeliveryRows(
+        all_ledgers[order],
+        all_entries[order],
+        column("consumer_id", attrgetter("consumer_id"))[order],
+        pa.array(names, type=pa.string()).take(pa.array(reason_codes[order])),
+        column("requested_at", attrgetter("due"))[order],
+        column("due_at", attrgetter("due"))[order],
+        column("redelivery_count", attrgetter("counts"))[order],
+        column("dead_letter", lambda _: 0)[order].astype(bool),
+        pa.array(delivered_at[order], mask=undelivered[order], type=pa.int64()),
+        ledgers[~is_kept][gone],
+        entries[~is_kept][gone],
     )
 
 
@@ -389,36 +558,33 @@ def emit_subscription_changes(
             entry_id=gone_entries,
         )
     # the changed redeliveries in position order, as columns (a redeliver-all: a million rows)
-    ledgers, entries, order = sorted_columns(sub.changes.redeliveries)
-    rows = list(map(list(sub.changes.redeliveries.values()).__getitem__, order.tolist()))
-    is_kept = np.fromiter(map(is_not, rows, repeat(None)), dtype=bool, count=len(rows))
-    kept = list(compress(rows, is_kept.tolist()))
-    if kept:
-        n = len(kept)
+    replays = _redelivery_rows(sub.changes)
+    n = replays.ledgers.size
+    if n:
         out.add(
             REDELIVERY,
             UPSERT,
             n,
             subscription=Repeated(name, n),
-            ledger_id=ledgers[is_kept],
-            entry_id=entries[is_kept],
-            consumer_id=list(map(attrgetter("consumer_id"), kept)),
-            reason=list(map(attrgetter("reason"), kept)),
-            requested_at=list(map(attrgetter("requested_at"), kept)),
-            due_at=list(map(attrgetter("due_at"), kept)),
-            redelivery_count=list(map(attrgetter("redelivery_count"), kept)),
-            dead_letter=list(map(attrgetter("dead_letter"), kept)),
-            delivered_at=list(map(attrgetter("delivered_at"), kept)),
+            ledger_id=replays.ledgers,
+            entry_id=replays.entries,
+            consumer_id=replays.consumer_id,
+            reason=replays.reason,
+            requested_at=replays.requested_at,
+            due_at=replays.due_at,
+            redelivery_count=replays.redelivery_count,
+            dead_letter=replays.dead_letter,
+            delivered_at=replays.delivered_at,
         )
-    n = len(rows) - len(kept)
+    n = replays.gone_ledgers.size
     if n:
         out.add(
             REDELIVERY,
             DELETE,
             n,
             subscription=Repeated(name, n),
-            ledger_id=ledgers[~is_kept],
-            entry_id=entries[~is_kept],
+            ledger_id=replays.gone_ledgers,
+            entry_id=replays.gone_entries,
         )
     changes = sub.changes.active
     if changes:

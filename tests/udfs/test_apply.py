@@ -35,7 +35,7 @@ from schemas.udf import (
     STATE_INPUT,
     UPSERT,
 )
-from udfs.apply import OutputRows, Repeated, apply_partition, emit_subscription_changes
+from udfs.apply import OUTPUT_ARROW, OutputRows, Repeated, apply_partition, emit_subscription_changes
 from udfs.trim import trim_partition
 
 EVENTS_ARROW = pa.schema([*EVENT_ARROW_SCHEMA, pa.field("_row", pa.int64())])
@@ -371,27 +371,39 @@ def test_output_rows_from_arrays_are_the_rows_from_lists():
             st.integers(0, 17),
         ),
         max_size=60,
-    )
+    ),
+    st.lists(st.sampled_from([1, 2, 3]), max_size=3),
 )
-def test_pending_and_redelivery_rows_are_every_change_in_key_order(ops):
-    """The pending-ack and redelivery rows, emitted from per-consumer sets and sorted columns,
-    are what one lookup per changed (consumer, position) in ``sorted`` order gives."""
+def test_pending_and_redelivery_rows_are_every_change_in_key_order(ops, last_redeliver_alls):
+    """The pending-ack and redelivery rows, emitted from per-consumer sets, the columns of
+    redeliver-alls (``Changes.taken`` and ``Changes.bulk``, still columns when nothing follows
+    them) and sorted columns, are what one lookup per changed (consumer, position) of the eager
+    path (every redeliver-all written into the dictionaries at once) in ``sorted`` order gives."""
     cursor = Cursor("Shared", Position(5, 1))
-    sub = Subscription()
     settings_ = SubscriptionSettings(max_unacked_messages_per_consumer=0)
-    for cid in (1, 2, 3):
-        sub.subscribe(cursor, Consumer(cid, f"c{cid}", 0, 0, 0), "Shared", cid, settings_)
-    sub.changes = Changes()
-    for now, (kind, cid, entry) in enumerate(ops, start=1_000):
+    sub, eager = Subscription(), Subscription()
+    for s in (sub, eager):
+        for cid in (1, 2, 3):
+            s.subscribe(cursor, Consumer(cid, f"c{cid}", 0, 0, 0), "Shared", cid, settings_)
+        s.changes = Changes()
+    redeliver_alls = [("REDELIVER_ALL", cid, 0) for cid in last_redeliver_alls]
+    for now, (kind, cid, entry) in enumerate([*ops, *redeliver_alls], start=1_000):
         pos = Position(5 + entry // 6, entry % 6)
-        if kind == "DISPATCH":
-            sub.dispatch(cursor, cid, pos, 1, 0, now, settings_)
-        elif kind == "NACK":
-            sub.nack(cursor, cid, [pos], now)
-        else:
-            sub.redeliver(cursor, cid, None if kind == "REDELIVER_ALL" else [pos], now, REDELIVER, settings_)
-    pending = sub.changes.pending_pairs()
-    redeliveries = dict(sub.changes.redeliveries)
+        for s in (sub, eager):
+            if kind == "DISPATCH":
+                s.dispatch(cursor, cid, pos, 1, 0, now, settings_)
+            elif kind == "NACK":
+                s.nack(cursor, cid, [pos], now)
+            else:
+                s.redeliver(
+                    cursor, cid, None if kind == "REDELIVER_ALL" else [pos], now, REDELIVER, settings_
+                )
+        assert eager.redeliveries is not None  # reading them materializes a redeliver-all at once
+    assert not eager.changes.bulk
+    pending = eager.changes.pending_pairs()
+    assert sub.changes.pending_pairs() == pending
+    redeliveries = dict(eager.changes.redeliveries)
+    assert sub.changes.all_redeliveries() == redeliveries
     out = OutputRows("persistent://t/ns/x", 0)
     emit_subscription_changes(out, "s", cursor, sub, EngineSettings())
     rows = out.table().to_pylist()
@@ -427,3 +439,70 @@ def test_pending_and_redelivery_rows_are_every_change_in_key_order(ops):
         for r in rows
         if r["kind"] == REDELIVERY
     ] == kept + gone
+
+
+def _concatenated(out: OutputRows) -> pa.Table:
+    """``out.table()`` as it was built before shared null buffers and numpy assembly: every
+    chunk converted by ``pa.array`` / ``pa.nulls`` / ``pa.repeat`` and concatenated."""
+
+    def arrow(chunk: object, type_: pa.DataType) -> pa.Array:
+        if isinstance(chunk, int):
+            return pa.nulls(chunk, type=type_)
+        if isinstance(chunk, Repeated):
+            return pa.repeat(pa.scalar(chunk.value, type=type_), chunk.n)
+        if isinstance(chunk, pa.Array):
+            return chunk.cast(type_)
+        return pa.array(chunk, type=type_)
+
+    n = out.size
+    arrays = []
+    for field in OUTPUT_ARROW:
+        if field.name == "topic":
+            arrays.append(pa.array([out.topic] * n, type=field.type))
+        elif field.name == "partition":
+            arrays.append(pa.array([out.partition] * n, type=field.type))
+        else:
+            chunks = [*out.columns[field.name], n - out.filled[field.name]]
+            parts = [arrow(c, field.type) for c in chunks if not isinstance(c, int) or c > 0]
+            arrays.append(parts[0] if len(parts) == 1 else pa.concat_arrays(parts))
+    return pa.Table.from_arrays(arrays, schema=OUTPUT_ARROW)
+
+
+_INTS = st.one_of(st.none(), st.integers(-(2**40), 2**40))
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([CONSUMER, PENDING, REDELIVERY, RANGE]),
+            st.integers(1, 6),
+            st.sampled_from(["list", "numpy", "arrow", "repeated"]),
+            st.data(),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_table_is_the_concatenation_of_its_chunks(adds):
+    """``OutputRows.table`` (all-null columns on one shared zero buffer, fixed-width columns
+    assembled in numpy) equals converting every chunk and concatenating, nulls and types
+    included."""
+    out = OutputRows("persistent://t/ns/x", 3)
+    for kind, n, form, data in adds:
+        ints = data.draw(st.lists(_INTS, min_size=n, max_size=n))
+        flags = data.draw(st.lists(st.booleans(), min_size=n, max_size=n))
+        if form == "list":
+            values = {"consumer_id": ints, "dead_letter": flags, "reason": [str(i) for i in ints]}
+        elif form == "numpy":
+            column = np.asarray([i or 0 for i in ints], dtype=np.int64)
+            values = {"consumer_id": column, "dead_letter": np.asarray(flags), "redelivery_count": column % 7}
+        elif form == "arrow":
+            values = {"consumer_id": pa.array(ints, type=pa.int64()), "delivered_at": pa.array(ints)}
+        else:
+            values = {"consumer_id": Repeated(ints[0], n), "subscription": Repeated("s", n)}
+        out.add(kind, UPSERT, n, **values)
+    table = out.table()
+    expected = _concatenated(out)
+    assert table.to_pylist() == expected.to_pylist()
+    assert table.equals(expected)
