@@ -17,7 +17,8 @@ from typing import NamedTuple
 import numpy as np
 
 from engine.ackset import mask_to_words, next_set_bit, unacked_count, words_to_mask
-from engine.errors import AckBeyondLastPublished, CorruptState, MarkDeleteBeforeMarkDelete
+from engine.codec import StateReader, frame
+from engine.errors import AckBeyondLastPublished, MarkDeleteBeforeMarkDelete
 from engine.ledgers import Ledgers
 from engine.position import EARLIEST, Position
 from engine.rangeset import AckRangeSet
@@ -25,7 +26,7 @@ from engine.rangeset import AckRangeSet
 SUB_TYPES = ("Exclusive", "Failover", "Shared", "Key_Shared")
 _MAGIC = b"AKC"
 _VERSION = 1
-_HEADER = struct.Struct("<BBqq")  # version, sub type index, mark-delete ledger, entry
+_HEADER = struct.Struct("<Bqq")  # sub type index, mark-delete ledger, entry
 _BATCH = struct.Struct("<qqiI")  # ledger, entry, batch size, word count
 
 
@@ -307,8 +308,8 @@ class Cursor:
         ledger i64, entry i64, batch size i32, word count u32, words i64...).
         """
         out = [
-            _MAGIC,
-            _HEADER.pack(_VERSION, SUB_TYPES.index(self.sub_type), *self.mark_delete),
+            frame(_MAGIC, _VERSION),
+            _HEADER.pack(SUB_TYPES.index(self.sub_type), *self.mark_delete),
         ]
         self.acked.encode_into(out)
         out.append(struct.pack("<I", len(self.batch_acks)))
@@ -320,29 +321,17 @@ class Cursor:
 
     @classmethod
     def decode(cls, data: bytes) -> Cursor:
-        if data[:3] != _MAGIC:
-            raise CorruptState("cursor state: bad magic")
-        try:
-            version, sub_index, md_ledger, md_entry = _HEADER.unpack_from(data, 3)
-        except struct.error as exc:
-            raise CorruptState("cursor state: truncated header") from exc
-        if version != _VERSION:
-            raise CorruptState(f"cursor state: unsupported version {version}")
+        reader = StateReader(data, _MAGIC, _VERSION, "cursor state")
+        sub_index, md_ledger, md_entry = reader.unpack(_HEADER)
+        if sub_index >= len(SUB_TYPES):
+            raise reader.corrupt(f"unknown subscription type {sub_index}")
         cursor = cls(SUB_TYPES[sub_index], Position(md_ledger, md_entry))
-        cursor.acked, off = AckRangeSet.decode_from(data, 3 + _HEADER.size)
-        try:
-            (n,) = struct.unpack_from("<I", data, off)
-            off += 4
-            for _ in range(n):
-                ledger_id, entry_id, batch_size, nwords = _BATCH.unpack_from(data, off)
-                off += _BATCH.size
-                words = struct.unpack_from(f"<{nwords}q", data, off)
-                off += 8 * nwords
-                cursor.batch_acks[Position(ledger_id, entry_id)] = BatchAck(batch_size, words_to_mask(words))
-        except struct.error as exc:
-            raise CorruptState("cursor state: truncated batch section") from exc
-        if off != len(data):
-            raise CorruptState("cursor state: trailing bytes")
+        cursor.acked = AckRangeSet.read_from(reader)
+        for _ in range(reader.u32()):
+            ledger_id, entry_id, batch_size, nwords = reader.unpack(_BATCH)
+            words = reader.longs(nwords)
+            cursor.batch_acks[Position(ledger_id, entry_id)] = BatchAck(batch_size, words_to_mask(words))
+        reader.end()
         return cursor
 
     def __eq__(self, other: object) -> bool:

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.errors import CorruptState
+from engine.codec import StateReader, frame
 from engine.events import SEND, SEND_FAILED, EventBatch
 from engine.position import Position
 from engine.topic import is_persistent
@@ -59,7 +59,7 @@ _UNNAMED_CONNECTION = -1
 
 _MAGIC = b"AKD"
 _VERSION = 1
-_HEADER = struct.Struct("<BBI")  # version, flags (bit 0: dedup enabled), producer count
+_HEADER = struct.Struct("<BI")  # flags (bit 0: dedup enabled), producer count
 _PRODUCER = struct.Struct("<BqqqqI")  # flags (bit 0 pushed, bit 1 persisted), pushed, persisted,
 # drop count, last event time, pending count
 _PENDING = struct.Struct("<qqqB")  # seq, sequence id, highest sequence id, records persisted
@@ -361,7 +361,7 @@ class Producers:
         """
         if not self.by_name and not self.in_flight:
             return None
-        out = [_MAGIC, _HEADER.pack(_VERSION, int(self.dedup_enabled), len(self.by_name))]
+        out = [frame(_MAGIC, _VERSION), _HEADER.pack(int(self.dedup_enabled), len(self.by_name))]
         for name in sorted(self.by_name):
             p = self.by_name[name]
             raw = name.encode()
@@ -391,40 +391,23 @@ class Producers:
         state = cls()
         if not data:
             return state
-        if data[:3] != _MAGIC:
-            raise CorruptState("producer state: bad magic")
-        try:
-            version, flags, n = _HEADER.unpack_from(data, 3)
-            if version != _VERSION:
-                raise CorruptState(f"producer state: unsupported version {version}")
-            state.dedup_enabled = bool(flags & 1)
-            off = 3 + _HEADER.size
-            for _ in range(n):
-                (length,) = struct.unpack_from("<I", data, off)
-                off += 4
-                name = bytes(data[off : off + length]).decode()
-                off += length
-                pflags, pushed, persisted, drops, last, npending = _PRODUCER.unpack_from(data, off)
-                off += _PRODUCER.size
-                producer = Producer(
-                    pushed if pflags & 1 else None, persisted if pflags & 2 else None, drops, last
-                )
-                for _ in range(npending):
-                    seq, sequence_id, highest, records = _PENDING.unpack_from(data, off)
-                    off += _PENDING.size
-                    producer.pending.append(PendingSend(seq, sequence_id, highest, bool(records)))
-                state.by_name[name] = producer
-            (connections,) = struct.unpack_from("<I", data, off)
-            off += 4
-            for _ in range(connections):
-                connection, count = _CONNECTION.unpack_from(data, off)
-                off += _CONNECTION.size
-                state.in_flight[connection] = list(struct.unpack_from(f"<{count}q", data, off))
-                off += 8 * count
-        except (struct.error, UnicodeDecodeError) as exc:
-            raise CorruptState("producer state: truncated or damaged") from exc
-        if off != len(data):
-            raise CorruptState("producer state: trailing bytes")
+        reader = StateReader(data, _MAGIC, _VERSION, "producer state")
+        flags, n = reader.unpack(_HEADER)
+        state.dedup_enabled = bool(flags & 1)
+        for _ in range(n):
+            name = reader.text(reader.u32())
+            pflags, pushed, persisted, drops, last, npending = reader.unpack(_PRODUCER)
+            producer = Producer(
+                pushed if pflags & 1 else None, persisted if pflags & 2 else None, drops, last
+            )
+            for _ in range(npending):
+                seq, sequence_id, highest, records = reader.unpack(_PENDING)
+                producer.pending.append(PendingSend(seq, sequence_id, highest, bool(records)))
+            state.by_name[name] = producer
+        for _ in range(reader.u32()):
+            connection, count = reader.unpack(_CONNECTION)
+            state.in_flight[connection] = list(reader.longs(count))
+        reader.end()
         return state
 
     def __eq__(self, other: object) -> bool:

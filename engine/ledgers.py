@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from engine.errors import CorruptState
+from engine.codec import StateReader, frame
 from engine.position import EARLIEST, Position
 
 _MAGIC = b"AKL"
@@ -160,23 +160,15 @@ class Ledgers:
         """Versioned binary form: magic, version, count, ledger ids, last entry ids (LE i64)."""
         ids = np.asarray(self._ids, dtype="<i8")
         last = np.asarray(self._last, dtype="<i8")
-        return _MAGIC + struct.pack("<BI", _VERSION, len(ids)) + ids.tobytes() + last.tobytes()
+        return frame(_MAGIC, _VERSION) + struct.pack("<I", len(ids)) + ids.tobytes() + last.tobytes()
 
     @classmethod
     def decode(cls, data: bytes | None) -> Ledgers:
         if not data:
             return cls()
-        if data[:3] != _MAGIC:
-            raise CorruptState("ledger state: bad magic")
-        try:
-            version, n = struct.unpack_from("<BI", data, 3)
-        except struct.error as exc:
-            raise CorruptState("ledger state: truncated header") from exc
-        if version != _VERSION:
-            raise CorruptState(f"ledger state: unsupported version {version}")
-        off = 3 + struct.calcsize("<BI")
-        if len(data) != off + 16 * n:
-            raise CorruptState("ledger state: truncated")
-        ids = np.frombuffer(data, dtype="<i8", count=n, offset=off).tolist()
-        last = np.frombuffer(data, dtype="<i8", count=n, offset=off + 8 * n).tolist()
+        reader = StateReader(data, _MAGIC, _VERSION, "ledger state")
+        n = reader.u32()
+        ids = reader.int64s(n).tolist()
+        last = reader.int64s(n).tolist()
+        reader.end()
         return cls(ids, last)

@@ -16,9 +16,11 @@ from collections.abc import Iterator
 import numpy as np
 from pyroaring import BitMap
 
-from engine.errors import CorruptState
+from engine.codec import StateReader
 from engine.ledgers import Ledgers
 from engine.position import Position
+
+_LEDGER = struct.Struct("<qI")  # ledger id, byte length of its bitmap
 
 MAX_ENTRY_ID = 2**32 - 2  # bit index limit of a 32-bit roaring bitmap (entry + 1 must fit)
 
@@ -184,23 +186,18 @@ class AckRangeSet:
             bm = self._bitmaps[ledger_id]
             bm.run_optimize()
             blob = bm.serialize()
-            out.append(struct.pack("<qI", ledger_id, len(blob)))
+            out.append(_LEDGER.pack(ledger_id, len(blob)))
             out.append(blob)
 
     @classmethod
-    def decode_from(cls, data: bytes | memoryview, off: int) -> tuple[AckRangeSet, int]:
+    def read_from(cls, reader: StateReader) -> AckRangeSet:
+        """The range set ``encode_into`` wrote, read from ``reader``'s position."""
         rs = cls()
-        view = memoryview(data)
-        try:
-            (n,) = struct.unpack_from("<I", view, off)
-            off += 4
-            for _ in range(n):
-                ledger_id, size = struct.unpack_from("<qI", view, off)
-                off += 12
-                if off + size > len(view):
-                    raise CorruptState("cursor state: truncated bitmap")
-                rs._bitmaps[ledger_id] = BitMap.deserialize(bytes(view[off : off + size]))
-                off += size
-        except struct.error as exc:
-            raise CorruptState(f"cursor state: truncated ({exc})") from exc
-        return rs, off
+        for _ in range(reader.u32()):
+            ledger_id, size = reader.unpack(_LEDGER)
+            blob = reader.raw(size)
+            try:
+                rs._bitmaps[ledger_id] = BitMap.deserialize(blob)
+            except Exception as exc:  # pyroaring reports damage as ValueError, IndexError, ...
+                raise reader.corrupt(f"a damaged bitmap of ledger {ledger_id}") from exc
+        return rs

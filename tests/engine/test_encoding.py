@@ -12,7 +12,7 @@ from tests.engine.conftest import make_ledgers
 P = Position
 
 
-def _cursor_with_everything() -> Cursor:
+def cursor_with_everything() -> Cursor:
     ledgers = make_ledgers(50, 50, 50)
     cursor = Cursor.subscribe("Failover", "Earliest", ledgers, ledgers.last_position)
     lac = ledgers.last_position
@@ -27,7 +27,7 @@ def _cursor_with_everything() -> Cursor:
 
 
 def test_round_trip_keeps_every_field():
-    cursor = _cursor_with_everything()
+    cursor = cursor_with_everything()
     decoded = Cursor.decode(cursor.encode())
     assert decoded == cursor
     assert decoded.sub_type == "Failover"
@@ -36,18 +36,18 @@ def test_round_trip_keeps_every_field():
 
 
 def test_encoding_is_deterministic():
-    assert _cursor_with_everything().encode() == _cursor_with_everything().encode()
+    assert cursor_with_everything().encode() == cursor_with_everything().encode()
 
 
 @pytest.mark.parametrize("cut", [0, 3, 10, -1])
 def test_truncated_or_foreign_state_is_refused(cut):
-    data = _cursor_with_everything().encode()
+    data = cursor_with_everything().encode()
     with pytest.raises(CorruptState):
         Cursor.decode(data[:cut] if cut else b"XXX" + data[3:])
 
 
 def test_unknown_version_is_refused():
-    data = bytearray(_cursor_with_everything().encode())
+    data = bytearray(cursor_with_everything().encode())
     data[3] = 99
     with pytest.raises(CorruptState, match="version 99"):
         Cursor.decode(bytes(data))

@@ -7,9 +7,11 @@ import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.Queue;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.pulsar.broker.PulsarService;
 import org.apache.pulsar.broker.service.Consumer;
@@ -60,7 +62,11 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     private final SeqClock consumerIds = new SeqClock();
     /** Every consumer announced and not yet closed, by identity; changed under its own lock. */
     private final Map<Consumer, TrackedConsumer> consumers = new IdentityHashMap<>();
-    /** The same consumers for the per-message hooks, read without a lock. {@code Consumer.equals}
+    /** Closed consumers in the order they closed, until they leave {@link #announced}. */
+    private final Queue<TrackedConsumer> recentlyClosed = new ConcurrentLinkedQueue<>();
+    /** The same consumers for the per-message hooks, read without a lock, and those closed in
+     *  the last {@link TrackedConsumer#CLOSED_KEPT_MS} ms, so that a late hook finds them closed.
+     *  {@code Consumer.equals}
      *  is not identity, so a hit counts only if it names the very consumer asked for. */
     private final Map<Consumer, TrackedConsumer> announced = new ConcurrentHashMap<>();
     /** The initial position of each subscribe command until its consumer is created. */
@@ -138,10 +144,20 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     }
 
     // ---- consumers -----------------------------------------------------------------------
-    /** SUBSCRIBE once per consumer, from whichever hook sees it first; no lock once announced. */
+    /**
+     * SUBSCRIBE once per consumer, from whichever hook sees it first; no lock once announced.
+     *
+     * <p>Null for a consumer already closed: a client that drops its connection leaves its
+     * consumers in the connection's map ({@code ServerCnx.channelInactive}), so a write the
+     * dispatcher queued before the close still reaches {@code messageDispatched}. The broker has
+     * already handed that consumer's pending acks back; a SUBSCRIBE again would revive it.
+     */
     private TrackedConsumer announce(ServerCnx cnx, Consumer consumer) {
         TrackedConsumer tracked = announced.get(consumer);
-        return tracked != null && tracked.consumer() == consumer ? tracked : announceOnce(cnx, consumer);
+        if (tracked == null || tracked.consumer() != consumer) {
+            tracked = announceOnce(cnx, consumer);
+        }
+        return tracked.isClosed() ? null : tracked;
     }
 
     /** The SUBSCRIBE is queued before the consumer is in {@link #announced}, so every other event
@@ -150,6 +166,11 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
         synchronized (consumers) {
             TrackedConsumer tracked = consumers.get(consumer);
             if (tracked == null) {
+                for (TrackedConsumer old : recentlyClosed) { // one an equal, newer consumer displaced
+                    if (old.consumer() == consumer) {
+                        return old;
+                    }
+                }
                 Subscription sub = consumer.getSubscription();
                 long id = consumerIds.next(System.currentTimeMillis());
                 StringBuilder fields = new StringBuilder("\"subscription\":");
@@ -174,16 +195,23 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
 
     private void closed(Consumer consumer) {
         TrackedConsumer tracked;
+        long now = System.currentTimeMillis();
         synchronized (consumers) {
             tracked = consumers.remove(consumer);
             if (tracked != null) {
-                announced.remove(consumer, tracked);
+                tracked.close(now); // stays in announced a while, closed
+                recentlyClosed.add(tracked);
+            }
+            for (TrackedConsumer old = recentlyClosed.peek(); old != null && old.closedLongerThan(now);
+                    old = recentlyClosed.peek()) {
+                recentlyClosed.poll();
+                announced.remove(old.consumer(), old);
             }
         }
         if (tracked != null) {
             PartitionLog partition = tracked.partition();
             synchronized (partition) {
-                long now = System.currentTimeMillis(); // event_time, and seq from the same read
+                now = System.currentTimeMillis(); // event_time, and seq from the same read
                 offer(new Event.CloseConsumer(partition, now, partition.clock.next(now), tracked));
             }
         }
@@ -253,6 +281,9 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
         }
         Consumer consumer = future.join();
         TrackedConsumer tracked = announce(cnx, consumer);
+        if (tracked == null) {
+            return;
+        }
         // the broker decodes the next command into the same object: the writer reads a copy
         CommandRedeliverUnacknowledgedMessages copy = new CommandRedeliverUnacknowledgedMessages().copyFrom(redeliver);
         PartitionLog partition = tracked.partition();
@@ -311,6 +342,9 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     public void messageDispatched(ServerCnx cnx, Consumer consumer, long ledgerId, long entryId, ByteBuf payload) {
         try {
             TrackedConsumer tracked = announce(cnx, consumer);
+            if (tracked == null) {
+                return; // written after its consumer closed: the broker took the entry back then
+            }
             PartitionLog partition = tracked.partition();
             EntryFields entry = EntryFields.read(payload);
             synchronized (partition) {
@@ -378,6 +412,9 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     public void messageAcked(ServerCnx cnx, Consumer consumer, CommandAck ack) {
         try {
             TrackedConsumer tracked = announce(cnx, consumer);
+            if (tracked == null) {
+                return;
+            }
             PartitionLog partition = tracked.partition();
             synchronized (partition) {
                 long now = System.currentTimeMillis(); // event_time, and seq from the same read

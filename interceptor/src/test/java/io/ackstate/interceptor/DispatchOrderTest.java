@@ -14,6 +14,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.stream.Stream;
 import org.apache.pulsar.broker.PulsarService;
@@ -144,6 +145,17 @@ class DispatchOrderTest {
         interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
         verify(consumer.getPendingAcks(), never()).contains(3L, 7L);
         assertEquals(List.of("SUBSCRIBE", "DISPATCH"), lines().stream().map(DispatchOrderTest::type).toList());
+    }
+
+    @Test
+    void aWriteAfterItsConsumerClosedDoesNotReviveIt() throws IOException {
+        // a dropped connection leaves its consumers in the connection's map
+        // (ServerCnx.channelInactive), so a write queued before the close still calls the hook
+        Consumer consumer = sharedConsumer(true);
+        interceptor.consumerCreated(cnx, consumer, Map.of());
+        interceptor.consumerClosed(cnx, consumer, Map.of());
+        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
+        assertEquals(List.of("SUBSCRIBE", "CLOSE_CONSUMER"), lines().stream().map(DispatchOrderTest::type).toList());
     }
 
     @Test
