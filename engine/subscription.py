@@ -23,17 +23,17 @@ import json
 import struct
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from engine import collector
 from engine.ackset import unacked_count
+from engine.codec import StateReader, frame
 from engine.cursor import Cursor
 from engine.errors import (
     ConsumerIdInUse,
     ConsumerNotConnected,
-    CorruptState,
     ExclusiveConsumerBusy,
     RedeliverDuringFailoverSwitch,
     RedeliverNotActiveConsumer,
@@ -904,7 +904,7 @@ class Subscription:
         ]
         nacks = [(d, c, p.ledger_id, p.entry_id) for d, c, p in self.nacks]
         blob = json.dumps(head, separators=(",", ":")).encode()
-        parts = [_MAGIC, struct.pack("<BI", _VERSION, len(blob)), blob]
+        parts = [frame(_MAGIC, _VERSION), struct.pack("<I", len(blob)), blob]
         for rows, width in ((pending, 8), (tracker, 3), (redeliveries, 8), (nacks, 4)):
             array = np.asarray(rows, dtype=np.int64).reshape(len(rows), width)
             parts.append(struct.pack("<I", len(rows)))
@@ -916,22 +916,29 @@ class Subscription:
         sub = cls()
         if not data:
             return sub
-        if data[:3] != _MAGIC:
-            raise CorruptState("not an ackstate subscription state")
-        version, size = struct.unpack_from("<BI", data, 3)
-        if version != _VERSION:
-            raise CorruptState(f"subscription state version {version} is not supported")
-        offset = 8
-        head = json.loads(data[offset : offset + size])
-        offset += size
+        reader = StateReader(data, _MAGIC, _VERSION, "subscription state")
+        head_json = reader.raw(reader.u32())
         tables = []
         for width in (8, 3, 8, 4):
-            (n,) = struct.unpack_from("<I", data, offset)
-            offset += 4
-            array = np.frombuffer(data, dtype="<i8", count=n * width, offset=offset).reshape(n, width)
-            offset += n * width * 8
-            tables.append(array.tolist())
-        pending, tracker, redeliveries, nacks = tables
+            n = reader.u32()
+            tables.append(reader.int64s(n * width).reshape(n, width).tolist())
+        reader.end()
+        try:
+            sub._read_head_and_rows(json.loads(head_json), *tables)
+        except (KeyError, TypeError, ValueError) as exc:  # a damaged head, or rows that contradict it
+            raise reader.corrupt(f"a damaged field ({exc!r})") from exc
+        return sub
+
+    def _read_head_and_rows(
+        self,
+        head: dict[str, Any],
+        pending: list[list[int]],
+        tracker: list[list[int]],
+        redeliveries: list[list[int]],
+        nacks: list[list[int]],
+    ) -> None:
+        """``decode``'s second half: the JSON head and the four row tables into this state."""
+        sub = self
         sub.active = head["active"]
         sub.switch_until = head["switch_until"]
         sub.next_order = head["next_order"]
@@ -964,7 +971,6 @@ class Subscription:
                 cid, reason, requested, due, count, bool(dead), bool(scheduled)
             )
         sub.nacks = [(d, c, Position(ledger, entry)) for d, c, ledger, entry in nacks]
-        return sub
 
 
 def _dead_letter(consumer: Consumer, pending: PendingAck) -> bool:

@@ -16,8 +16,10 @@ from hypothesis import strategies as st
 
 from engine import CorruptState, Cursor, Ledgers
 from engine.dedup import Producer, Producers
+from engine.subscription import Subscription
 from tests.engine.conftest import make_ledgers
 from tests.engine.test_encoding import cursor_with_everything
+from tests.engine.test_subscription import shared_with_two
 
 
 def _producers() -> Producers:
@@ -29,10 +31,19 @@ def _producers() -> Producers:
     return state
 
 
+def _subscription() -> Subscription:
+    """Consumers with pending acks, a nack, a redeliver-all's replays and the tracker."""
+    s = shared_with_two()
+    s.apply(s.subscribe(3, ack_timeout_ms=5000, max_redeliver_count=3), s.dispatch(3, 10, 0))
+    s.apply(s.dispatch(1, 10, 1), s.ids("NACK", 1, (10, 1)), s.dispatch(2, 10, 2), s.ids("REDELIVER", 2))
+    return s.sub()
+
+
 STATES: dict[str, tuple[bytes, Callable[[bytes], object]]] = {
     "cursor": (cursor_with_everything().encode(), Cursor.decode),
     "ledgers": (make_ledgers(3, 1, 7).encode(), Ledgers.decode),
     "producers": (_producers().encode() or b"", Producers.decode),
+    "subscription": (_subscription().encode(), Subscription.decode),
 }
 
 
