@@ -580,14 +580,7 @@ def _shared_subscription(
         sub.subscribe(
             cursor, Consumer(cid, f"c{cid}", 0, 0, 0, max_redeliver_count=2), "Shared", cid, settings
         )
-    for now, (kind, cid, entry) in enumerate(ops, start=1_000):
-        pos = Position(5 + entry // 6, entry % 6)
-        if kind == "DISPATCH":
-            sub.dispatch(cursor, cid, pos, 1 + entry % 3, 0, now, settings)
-        elif kind == "NACK":
-            sub.nack(cursor, cid, [pos], now)
-        else:
-            sub.redeliver(cursor, cid, [pos], now, REDELIVER, settings)
+    _apply_ops(cursor, sub, settings, ops, start=1_000)
     return cursor, sub, settings
 
 
@@ -602,9 +595,14 @@ _OPS = st.lists(
 
 
 def _apply_ops(
-    cursor: Cursor, sub: Subscription, settings: SubscriptionSettings, ops: list[tuple[str, int, int]]
+    cursor: Cursor,
+    sub: Subscription,
+    settings: SubscriptionSettings,
+    ops: list[tuple[str, int, int]],
+    start: int = 5_000,
 ) -> None:
-    for now, (kind, cid, entry) in enumerate(ops, start=5_000):
+    """``ops`` on entries of ledgers 5-7, one ms apart from ``start``."""
+    for now, (kind, cid, entry) in enumerate(ops, start=start):
         pos = Position(5 + entry // 6, entry % 6)
         if kind == "DISPATCH":
             sub.dispatch(cursor, cid, pos, 1 + entry % 3, 0, now, settings)
