@@ -195,12 +195,12 @@ class Cursor:
         if lowest is None:
             return
         ledger_id, entry_id = lowest
-        if ledger_id == md.ledger_id and entry_id - 1 > md.entry_id:
-            # the usual hole, in mark-delete's ledger: ``has_entries_between(md, lowest - 1)``
-            # written out (entries 0..last exist in a ledger)
-            last = ledgers.last_entry(ledger_id)
-            if last is not None and max(md.entry_id + 1, 0) <= min(entry_id - 1, last):
-                return
+        if (
+            ledger_id == md.ledger_id
+            and entry_id - 1 > md.entry_id
+            and ledgers.has_entries_in(ledger_id, md.entry_id, entry_id - 1)
+        ):
+            return  # the usual hole, in mark-delete's ledger, asked without building Positions
         if lowest > md:
             lower = Position(lowest.ledger_id, lowest.entry_id - 1)
             if lower > md and ledgers.has_entries_between(md, lower):

@@ -147,9 +147,14 @@ class Ledgers:
         if upper_closed <= lower_open:
             return False
         if lower_open.ledger_id == upper_closed.ledger_id:
-            last = self.last_entry(upper_closed.ledger_id)
-            return last is not None and max(lower_open.entry_id + 1, 0) <= min(upper_closed.entry_id, last)
+            return self.has_entries_in(lower_open.ledger_id, lower_open.entry_id, upper_closed.entry_id)
         return self.count_between(lower_open, upper_closed) > 0
+
+    def has_entries_in(self, ledger_id: int, after_entry: int, up_to_entry: int) -> bool:
+        """Whether ledger ``ledger_id`` holds an entry in ``(after_entry, up_to_entry]``: its
+        entries are ``0..last``. Plain ints, for the cursor's check after every ack."""
+        last = self.last_entry(ledger_id)
+        return last is not None and max(after_entry + 1, 0) <= min(up_to_entry, last)
 
     @property
     def total_entries(self) -> int:
