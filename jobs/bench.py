@@ -253,7 +253,8 @@ def run(args: argparse.Namespace) -> int:
             from jobs.bench_interceptor import bench_interceptor
 
             print("broker plugin (three local standalone brokers: without an interceptor, with an empty one,")
-            print("with ackstate's; runs alternating, CPU per 10,000 messages):")
+            print("with ackstate's; rounds in rotated order, the loss paired within a round; CPU per")
+            print("10,000 messages):")
             for figure in bench_interceptor(runs, args.quick):
                 print(figure.line())
         else:

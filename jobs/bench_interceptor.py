@@ -21,10 +21,12 @@ phase that happens to take a little longer makes the consume phase read every en
 the bookie, and consume throughput jumps by a factor of five between otherwise equal runs.
 
 Each broker first carries ``WARM_UP_MESSAGES`` unmeasured messages: until then the JIT
-compilers take half of the broker's CPU and every run is faster than the one before. The
-measured runs then alternate between the brokers, so drift on a shared machine touches both;
-each figure is the median of the runs, and the loss is ``1 - with / without`` of the medians,
-beside the floor's own loss.
+compilers take half of the broker's CPU. Runs still get faster for a while after that, and a
+shared machine's load changes from minute to minute, so the measured runs go in rounds: each
+round runs every broker once, in an order rotated from round to round (no broker is always
+last, when the machine is warmest), and the loss is ``1 - with / without`` of each round, its
+median over the rounds reported beside the floor's own. A ratio within a round compares
+brokers a few seconds apart; a ratio of medians over all runs would compare drift as well.
 """
 
 from __future__ import annotations
@@ -111,7 +113,9 @@ def _one_run(broker: StandaloneBroker, topic: str, messages: int) -> Sample:
 
     assert broker.process is not None
     pid = broker.process.pid
-    client = pulsar.Client(broker.service_url, operation_timeout_seconds=60)
+    # the client logs every connect and close at INFO: hundreds of lines a run
+    quiet = pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
+    client = pulsar.Client(broker.service_url, operation_timeout_seconds=60, logger=quiet)
     try:
         consumer = client.subscribe(
             topic,
@@ -168,7 +172,7 @@ def bench_interceptor(runs: int, quick: bool) -> list[Figure]:
             for broker in brokers.values():
                 _one_run(broker, "persistent://public/default/warm-up", WARM_UP_MESSAGES)
             for i in range(runs):
-                for label in LABELS:
+                for label in round_order(i):
                     samples[label].append(
                         _one_run(brokers[label], f"persistent://public/default/bench-{i}", messages)
                     )
@@ -179,18 +183,29 @@ def bench_interceptor(runs: int, quick: bool) -> list[Figure]:
     return _figures(samples, messages, written)
 
 
+def round_order(i: int) -> tuple[str, ...]:
+    """The brokers in the order of round ``i``: ``LABELS`` rotated by ``i``."""
+    shift = i % len(LABELS)
+    return LABELS[shift:] + LABELS[:shift]
+
+
+def paired_loss(with_: list[float], without: list[float]) -> tuple[float, list[float]]:
+    """The throughput lost in each round (``1 - with / without``, in %) and its median."""
+    losses = [(1 - w / wo) * 100 for w, wo in zip(with_, without, strict=True)]
+    return statistics.median(losses), losses
+
+
 def _figures(samples: dict[str, list[Sample]], messages: int, written: int) -> list[Figure]:
     figures: list[Figure] = []
     for what, unit in (("produce_per_s", "msg/s"), ("consume_per_s", "msg/s")):
-        medians = {}
+        values = {label: [getattr(s, what) for s in samples[label]] for label in LABELS}
         for label in LABELS:
-            values = [getattr(s, what) for s in samples[label]]
-            medians[label] = statistics.median(values)
-            figures.append(Figure(f"{what.replace('_', ' ')}, {label}", medians[label], unit, "", values))
+            median = statistics.median(values[label])
+            figures.append(Figure(f"{what.replace('_', ' ')}, {label}", median, unit, "", values[label]))
         phase = what.split("_")[0]
         for label, target in (("empty interceptor", ""), ("with", "< 5 %")):
-            loss = 1 - medians[label] / medians["without"]
-            figures.append(Figure(f"{phase} throughput lost, {label}", loss * 100, "%", target, []))
+            loss, losses = paired_loss(values[label], values["without"])
+            figures.append(Figure(f"{phase} throughput lost, {label}", loss, "%", target, losses))
     # the JIT compilers' share falls run by run long after the warm-up; without it, the brokers
     # are compared on the work each message costs
     warm = {}
