@@ -3,7 +3,7 @@
 A field is named after the ``broker.conf`` key it mirrors, in snake_case
 (``acknowledgmentAtBatchIndexLevelEnabled`` -> ``acknowledgment_at_batch_index_level_enabled``),
 and that is also its key in ``--conf``: ``from_config`` reads every field by its own name, and
-``jobs.config`` takes the known keys, their types and their defaults from ``conf_defaults``, so a
+``jobs.platform.config`` takes the known keys, their types and their defaults from ``conf_defaults``, so a
 setting is added by adding a field here and nowhere else. One field is ackstate's own, not a broker's:
 ``implicit_consumers``, set by ``ingest --implicit-consumers`` (or ``[ingest]
 implicit_consumers``), for a stream that starts after its consumers subscribed.
@@ -55,7 +55,7 @@ class EngineSettings:
     @classmethod
     def conf_defaults(cls) -> dict[str, Any]:
         """The top-level ``--conf`` keys and their defaults: this class is where they are
-        declared, so ``jobs.config`` takes them from here (the packaged TOML has none)."""
+        declared, so ``jobs.platform.config`` takes them from here (the packaged TOML has none)."""
         return {f.name: f.default for f in fields(cls) if f.name not in _NOT_TOP_LEVEL}
 
     def for_partition(self, topic: str, partition: int) -> SubscriptionSettings:

@@ -5,7 +5,7 @@ This module only parses arguments and dispatches. Each subcommand is a function
 runs, so ``ackstate --help`` starts no JVM and a command whose module is not part of this
 build says so instead of failing at import. Before dispatch, ``args.config`` holds the merged
 ``AckstateConfig`` and ``args.warehouse`` the resolved warehouse (an absolute path or a URI,
-``jobs.locations``).
+``jobs.platform.locations``).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 from typing import Any, NamedTuple
 
-from jobs.config import load_config
-from jobs.errors import AckstateError
-from jobs.logs import configure_logging
+from jobs.platform.config import load_config
+from jobs.platform.errors import AckstateError
+from jobs.platform.logs import configure_logging
 
 
 class Command(NamedTuple):
@@ -30,26 +30,30 @@ class Command(NamedTuple):
 
 COMMANDS: dict[str, Command] = {
     "setup": Command(
-        "jobs.broker:setup_command",
+        "jobs.platform.setup:setup_command",
         "put the Delta Lake jars in the local cache (and the Pulsar broker and its plugin, Kafka, "
         "S3A with --pulsar, --kafka, --s3)",
     ),
-    "demo": Command("jobs.demo:run", "generate a workload, ingest it and print stats: the main job, locally"),
-    "init": Command("jobs.tables:init_command", "create the warehouse tables (idempotent)"),
-    "ingest": Command("jobs.ingest:run", "the streaming job: apply events to the warehouse tables"),
+    "demo": Command(
+        "jobs.bench.demo:run", "generate a workload, ingest it and print stats: the main job, locally"
+    ),
+    "init": Command("jobs.platform.tables:init_command", "create the warehouse tables (idempotent)"),
+    "ingest": Command("jobs.ingest.query:run", "the streaming job: apply events to the warehouse tables"),
     "bootstrap": Command(
-        "jobs.bootstrap:run", "start from a running cluster's state, read from the Pulsar admin API"
+        "jobs.ingest.bootstrap:run", "start from a running cluster's state, read from the Pulsar admin API"
     ),
-    "compact": Command("jobs.compact:run", "the scheduled batch job: compact the warehouse tables"),
-    "stats": Command("jobs.stats:stats_command", "JSON shaped like `pulsar-admin topics stats`"),
+    "compact": Command(
+        "jobs.compact.compaction:run", "the scheduled batch job: compact the warehouse tables"
+    ),
+    "stats": Command("jobs.read.stats:stats_command", "JSON shaped like `pulsar-admin topics stats`"),
     "internal-stats": Command(
-        "jobs.stats:internal_stats_command", "JSON shaped like `pulsar-admin topics stats-internal`"
+        "jobs.read.stats:internal_stats_command", "JSON shaped like `pulsar-admin topics stats-internal`"
     ),
-    "generate": Command("jobs.generate:run", "write a synthetic event log"),
-    "bench": Command("jobs.bench:run", "run the benchmarks and print the figures"),
-    "sql": Command("jobs.sql:run", "run a SQL query over the warehouse tables"),
+    "generate": Command("jobs.bench.generate:run", "write a synthetic event log"),
+    "bench": Command("jobs.bench.command:run", "run the benchmarks and print the figures"),
+    "sql": Command("jobs.read.sql:run", "run a SQL query over the warehouse tables"),
     "report": Command(
-        "jobs.report:run", "draw backlog, ack holes and redeliveries over time (PNG and HTML page)"
+        "jobs.read.report:run", "draw backlog, ack holes and redeliveries over time (PNG and HTML page)"
     ),
 }
 

@@ -2,7 +2,7 @@
 
 One declaration (`_FIELDS`) feeds both schemas so that they cannot drift apart; the field
 order is the contract table's, which is also the column order of the valid-event DataFrame
-that `jobs.validate` hands to the engine. The contract only ever grows (new optional fields
+that `jobs.ingest.validate` hands to the engine. The contract only ever grows (new optional fields
 at the end), so nothing here may be renamed or reordered.
 """
 

@@ -109,7 +109,7 @@ LEDGERS: Final = T.StructType(
 
 # Ledger-trim requests (``ackstate compact --trim-ledgers-before``), append-only: the first
 # ledger a topic partition keeps. The compact job applies them, and so does every ingest batch
-# to the partitions it writes (jobs.compact, "Next to a running ingest"), so the two writers
+# to the partitions it writes (jobs.compact.compaction, "Next to a running ingest"), so the two writers
 # never undo each other's trim.
 LEDGER_TRIMS: Final = T.StructType(
     [
@@ -136,7 +136,7 @@ REJECTED_EVENTS: Final = T.StructType(
         _col("rejected_at", _TIMESTAMP),
     ]
 )
-# The columns jobs.validate produces; the ingest job adds the batch lineage.
+# The columns jobs.ingest.validate produces; the ingest job adds the batch lineage.
 REJECTED_LINEAGE_COLUMNS: Final[tuple[str, ...]] = ("query_id", "batch_id", "rejected_at")
 REJECTED_EVENT_COLUMNS: Final[tuple[str, ...]] = tuple(
     f.name for f in REJECTED_EVENTS.fields if f.name not in REJECTED_LINEAGE_COLUMNS

@@ -1,7 +1,7 @@
 """Validation rules of the v1 event, as data: what is required, what is allowed, and why a
 record is rejected.
 
-This module only states the rules; `jobs.validate` turns them into Spark column expressions
+This module only states the rules; `jobs.ingest.validate` turns them into Spark column expressions
 and the engine raises its own refusals (`engine.errors`). Keeping the rules here, free of Spark
 logic, lets tests, the scenario format and the docs read the same list.
 """
@@ -93,7 +93,7 @@ PARTITION_SUFFIX_PATTERN: Final = r"-partition-[0-9]+$"
 ACK_SET_WORD_BITS: Final = 64
 
 # --------------------------------------------------------------------------- reason codes
-# Input validation (jobs.validate, in this order of precedence: a record gets the first).
+# Input validation (jobs.ingest.validate, in this order of precedence: a record gets the first).
 MALFORMED_JSON: Final = "malformed_json"
 UNKNOWN_TYPE: Final = "unknown_type"
 MISSING_FIELD: Final = "missing_field"
@@ -157,7 +157,7 @@ REASONS: Final[dict[str, str]] = {
     DISPATCH_OF_ACKED_ENTRY: "a DISPATCH of an entry the cursor has already acknowledged",
 }
 
-# The order in which jobs.validate checks a record; the first failing rule is its reason.
+# The order in which jobs.ingest.validate checks a record; the first failing rule is its reason.
 # missing_field appears twice: the common fields are checked before the type (a record
 # without a type cannot have an unknown one), the per-type fields after it.
 VALIDATION_ORDER: Final[tuple[str, ...]] = (
@@ -171,7 +171,7 @@ VALIDATION_ORDER: Final[tuple[str, ...]] = (
     ACK_SET_TOO_LONG,
     DUPLICATE_EVENT_ID,  # only among records that passed every other rule
 )
-# Produced by jobs.validate; the others come from the ingest job and the engine.
+# Produced by jobs.ingest.validate; the others come from the ingest job and the engine.
 VALIDATION_REASONS: Final[frozenset[str]] = frozenset(VALIDATION_ORDER)
 ENGINE_REASONS: Final[frozenset[str]] = frozenset(
     {

@@ -32,7 +32,6 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ackstate"))
 # A folder whose tests start servers or JVMs of their own is `slow` as a whole; elsewhere a test
 # that runs many micro-batches or a process of its own is marked where it is defined.
 FOLDER_MARKERS = {
-    "spark": ("spark",),
     "pulsar": ("pulsar", "spark", "slow"),
     "kafka": ("kafka", "spark", "slow"),
     "cluster": ("cluster", "spark", "slow"),
@@ -77,10 +76,10 @@ TEST_SPARK_CONF = {
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """The one local[2] Spark session with Delta for the whole run.
 
-    Built by ``jobs.session.get_spark``, the factory the jobs use, so the tests exercise the
+    Built by ``jobs.platform.session.get_spark``, the factory the jobs use, so the tests exercise the
     session users get; starting a JVM costs seconds, so one serves every test.
     """
-    from jobs.session import get_spark, stop_spark
+    from jobs.platform.session import get_spark, stop_spark
 
     conf = dict(TEST_SPARK_CONF)
     # catalog tables created without a location must not land in the working directory

@@ -674,7 +674,7 @@ def apply_partition(
     A ledger trim requested for the partition (``first_retained_ledger`` on its state row) is
     applied first, as if the broker's retention ran just before the batch: the ingest then
     writes a state that already holds it, so a trim that ``ackstate compact`` commits while
-    this batch runs is never undone by the batch's writes (``jobs.compact``).
+    this batch runs is never undone by the batch's writes (``jobs.compact.compaction``).
     """
     topic, partition = key[0].as_py(), int(key[1].as_py())
     out = OutputRows(topic, partition)

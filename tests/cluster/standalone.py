@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pyspark
 
-from jobs.broker import free_port, stop_process
+from jobs.platform.processes import free_port, stop_process
 
 SPARK_HOME = Path(pyspark.__file__).parent
 

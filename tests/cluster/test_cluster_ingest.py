@@ -4,7 +4,7 @@ The driver is the ``ackstate`` process; the two executors are JVMs the workers s
 its own Python workers running the engine in the Arrow UDFs. The warehouse and the source are
 local paths, which every process of this one-machine cluster sees.
 
-``spark-submit jobs/ingest.py`` runs on the cluster too, with the project shipped as
+``spark-submit jobs/ingest/__main__.py`` runs on the cluster too, with the project shipped as
 ``--py-files``: its executors run a Python that has ackstate's dependencies but not ackstate
 itself, so the engine they run is the one in the zip.
 
@@ -22,13 +22,15 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.config import load_config
-from jobs.generate import iter_events
-from jobs.ingest import BatchWriter, IngestOptions, start_ingest
-from jobs.jars import find_delta_jars
+from jobs.bench.generate import iter_events
+from jobs.ingest.batch import BatchWriter
+from jobs.ingest.options import IngestOptions
+from jobs.ingest.query import start_ingest
+from jobs.platform.config import load_config
+from jobs.platform.jars import find_delta_jars
 from tests.cluster.standalone import SPARK_HOME, StandaloneCluster
-from tests.spark._warehouse import snapshot, write_events
-from tests.spark.killed_cli import KILL_AT_ENV
+from tests.jobs.ingest.killed_cli import KILL_AT_ENV
+from tests.jobs.warehouse import snapshot, write_events
 
 LINEAGE = frozenset(
     {"query_id", "batch_id", "updated_at", "rejected_at", "started_at", "finished_at", "duration_ms",
@@ -62,7 +64,7 @@ def cluster_ingest(
     cluster: StandaloneCluster, source: Path, warehouse: Path, kill_at: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``ackstate ingest`` on the cluster; with ``kill_at`` (``<batch>:<phase>``) the driver
-    kills itself there (``tests/spark/killed_cli.py``)."""
+    kills itself there (``tests/jobs/ingest/killed_cli.py``)."""
     conf = warehouse.parent / f"{warehouse.name}.toml"
     conf.write_text(
         "[spark]\n"
@@ -75,7 +77,7 @@ def cluster_ingest(
         "[ingest]\n"
         "max_files_per_trigger = 1\n"
     )
-    killed_cli = REPO_ROOT / "tests" / "spark" / "killed_cli.py"
+    killed_cli = REPO_ROOT / "tests" / "jobs" / "ingest" / "killed_cli.py"
     program = ["-m", "jobs.cli"] if kill_at is None else [str(killed_cli)]
     cmd = [
         sys.executable, *program,
@@ -152,7 +154,7 @@ def test_spark_submit_with_py_files_gives_the_local_tables(
         "--conf", "spark.cores.max=2",
         "--conf", "spark.sql.shuffle.partitions=2",
         "--conf", "spark.ui.enabled=false",
-        str(REPO_ROOT / "jobs" / "ingest.py"),
+        str(REPO_ROOT / "jobs" / "ingest" / "__main__.py"),
         "--source", str(source), "--warehouse", str(warehouse), "--max-files-per-trigger", "1",
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.config import load_config
-from jobs.jars import find_delta_jars
+from jobs.platform.config import load_config
+from jobs.platform.jars import find_delta_jars
 
 # every scenario group starts four cold JVMs (init, ingest, internal-stats, stats)
 pytestmark = pytest.mark.slow

@@ -35,7 +35,7 @@ def _events(scenario: dict, after: int, partition: int) -> list[dict]:
     out = []
     for i, event in enumerate(scenario["events"][:after], 1):
         if event.get("invalid"):
-            continue  # validation rejects these before the engine (tests/spark/test_validate.py)
+            continue  # validation rejects these before the engine (tests/jobs/ingest/test_validate.py)
         record = {"seq": i, "event_time": 1_000_000 + 1000 * (i - 1), **event}
         if record.get("partition", scenario["partition"]) == partition:
             out.append(record)

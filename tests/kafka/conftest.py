@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from jobs.kafka import KafkaServer
+from jobs.platform.kafka import KafkaServer
 
 
 @pytest.fixture(scope="module")

@@ -16,11 +16,13 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.broker import StandaloneBroker
-from jobs.ingest import BatchWriter, IngestOptions, start_ingest
-from jobs.kafka import KafkaServer
-from jobs.stats import read_internal_stats, read_stats
-from jobs.tables import read_table
+from jobs.ingest.batch import BatchWriter
+from jobs.ingest.options import IngestOptions
+from jobs.ingest.query import start_ingest
+from jobs.platform.broker import StandaloneBroker
+from jobs.platform.kafka import KafkaServer
+from jobs.platform.tables import read_table
+from jobs.read.stats import read_internal_stats, read_stats
 from tests.pulsar import scenarios
 from tests.pulsar.judge import ackstate_view, broker_view
 from tests.pulsar.scenarios import DEDUP_NAMESPACE, Run

@@ -18,12 +18,14 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.generate import MALFORMED_KEY, RAW_KEY, iter_events
-from jobs.ingest import BatchWriter, IngestOptions, start_ingest
-from jobs.kafka import KafkaServer
-from jobs.tables import read_table
-from tests.spark._warehouse import snapshot
-from tests.spark.killed_cli import KILL_AT_ENV
+from jobs.bench.generate import MALFORMED_KEY, RAW_KEY, iter_events
+from jobs.ingest.batch import BatchWriter
+from jobs.ingest.options import IngestOptions
+from jobs.ingest.query import start_ingest
+from jobs.platform.kafka import KafkaServer
+from jobs.platform.tables import read_table
+from tests.jobs.ingest.killed_cli import KILL_AT_ENV
+from tests.jobs.warehouse import snapshot
 
 LINEAGE = frozenset(
     {"query_id", "batch_id", "updated_at", "rejected_at", "started_at", "finished_at", "duration_ms",
@@ -113,7 +115,7 @@ def test_a_killed_kafka_ingest_restarts_from_its_offsets_exactly_once(
     conf.write_text(f"[kafka]\nmax_offsets_per_trigger = {BATCH}\n")
     cmd = [
         sys.executable,
-        str(Path(__file__).parents[1] / "spark" / "killed_cli.py"),
+        str(Path(__file__).parents[1] / "jobs" / "ingest" / "killed_cli.py"),
         "ingest",
         "--format",
         "kafka",
@@ -138,7 +140,7 @@ def test_a_killed_kafka_ingest_restarts_from_its_offsets_exactly_once(
 
 
 def test_a_missing_server_list_is_one_sentence(spark: SparkSession, tmp_path: Path) -> None:
-    from jobs.errors import IngestError
+    from jobs.platform.errors import IngestError
 
     options = IngestOptions(source="t", warehouse=tmp_path / "w", format="kafka")
     with pytest.raises(IngestError, match="--format kafka needs the Kafka servers"):
@@ -148,7 +150,7 @@ def test_a_missing_server_list_is_one_sentence(spark: SparkSession, tmp_path: Pa
 def test_the_kafka_settings_reach_the_source(spark: SparkSession, kafka: KafkaServer, tmp_path: Path) -> None:
     """``starting_offsets``, ``max_offsets_per_trigger`` and ``[kafka.options]`` are options of
     Spark's Kafka source (the latter as ``kafka.<key>``), not parsed and dropped."""
-    from jobs.ingest import read_source
+    from jobs.ingest.query import read_source
 
     options = IngestOptions(
         source="settings",

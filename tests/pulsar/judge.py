@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.broker import StandaloneBroker
+from jobs.platform.broker import StandaloneBroker
 
 INTERNAL_FIELDS = (
     "markDeletePosition",

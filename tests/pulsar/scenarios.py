@@ -18,7 +18,7 @@ from typing import Any
 
 import pulsar
 
-from jobs.broker import StandaloneBroker
+from jobs.platform.broker import StandaloneBroker
 
 NAMESPACE = "public/default"
 DEDUP_NAMESPACE = "public/dedup"  # deduplication on, as a namespace policy

@@ -27,10 +27,10 @@ import pulsar
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.bootstrap import QUERY_ID, AdminApi, bootstrap
-from jobs.broker import StandaloneBroker
-from jobs.errors import BootstrapError
-from jobs.tables import read_table
+from jobs.ingest.bootstrap import QUERY_ID, AdminApi, bootstrap
+from jobs.platform.broker import StandaloneBroker
+from jobs.platform.errors import BootstrapError
+from jobs.platform.tables import read_table
 from schemas.tables import TABLES
 from tests.pulsar.scenarios import Run, drain, produce, receive
 from tests.pulsar.test_broker_judges import BROKER_CONF, JudgedRun, Snapshot, mismatches, settle, snapshot

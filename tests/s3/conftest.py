@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.s3 import find_s3_jars
+from jobs.platform.s3 import find_s3_jars
 from tests.s3.server import S3Server
 
 BUCKET = "ackstate"

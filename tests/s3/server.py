@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs.broker import free_port, stop_process
+from jobs.platform.processes import free_port, stop_process
 
 ACCESS_KEY = SECRET_KEY = "ackstate-test"
 REGION = "us-east-1"

@@ -18,14 +18,16 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs import checkpoints
+from jobs.bench.generate import iter_events
 from jobs.cli import main
-from jobs.compact import CompactOptions
-from jobs.generate import iter_events
-from jobs.ingest import BatchWriter, IngestOptions, start_ingest
+from jobs.compact.compaction import CompactOptions
+from jobs.ingest.batch import BatchWriter
+from jobs.ingest.options import IngestOptions
+from jobs.ingest.query import start_ingest
+from jobs.platform import checkpoints
+from tests.jobs.warehouse import snapshot, write_events
 from tests.s3.conftest import BUCKET
 from tests.s3.server import S3Server
-from tests.spark._warehouse import snapshot, write_events
 
 LINEAGE = frozenset(
     {"query_id", "batch_id", "updated_at", "rejected_at", "started_at", "finished_at", "duration_ms",

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from engine import Cursor, EngineSettings, EventBatch, Ledgers, PartitionState, Position
 from engine.subscription import REDELIVER, Changes, Consumer, Subscription, SubscriptionSettings
-from jobs.generate import MALFORMED_KEY, iter_events
+from jobs.bench.generate import MALFORMED_KEY, iter_events
 from schemas.events import EVENT_ARROW_SCHEMA
 from schemas.udf import (
     BATCH,
@@ -221,7 +221,7 @@ def test_batches_of_differences_rebuild_the_engine_state_exactly():
 def test_a_requested_trim_is_applied_before_the_batch_and_composes_with_compacts_trim():
     """The ingest applies a requested ledger trim before the batch's events. Its differences are
     against the state it read; written over the tables after ``ackstate compact`` trimmed the
-    same partition meanwhile (the race jobs.compact allows), they must still give exactly the
+    same partition meanwhile (the race jobs.compact.compaction allows), they must still give exactly the
     engine's state: the trim only deletes projection rows, which the batch deletes too or never
     names."""
     topic, partition, events = _workload(20_000, seed=5)

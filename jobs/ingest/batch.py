@@ -1,0 +1,617 @@
+"""One micro-batch of ``ackstate ingest``, exactly once: ``BatchWriter``, the query's ``foreachBatch``.
+
+For each micro-batch of the query (``jobs.ingest.query``), ``BatchWriter``:
+
+1. splits the records into valid events and rejected records (``jobs.ingest.validate``);
+2. reads the state of the topic partitions the batch touches (``topic_partitions``, ``cursors``);
+3. cogroups events and state by (topic, partition) and applies them in the Arrow UDF
+   ``udfs.apply.apply_partition``, which calls the engine: replays are dropped there
+   (``stale_seq``), broker refusals recorded, new state and projection changes returned;
+4. writes ``rejected_events``, ``cursors``, ``topic_partitions``, ``ack_ranges``,
+   ``batch_acks``, ``ledgers``, the consumer and producer tables, touching only this batch's
+   keys, up to ``write_threads`` tables at once (each write in a session of its own), and
+   then ``ingest_batches``.
+
+Exactly once without multi-table transactions: every write carries Delta's idempotent-write
+pair (``txnAppId`` = this query's app id, ``txnVersion`` = the batch id), so a write a crashed
+run already committed is skipped when the batch runs again; and every output is a pure function
+of the batch's input and the state it started from. To start from that same state after a
+crash, each write is tagged (``userMetadata``) with the batch and the versions of ``cursors``,
+``topic_partitions`` and ``ledger_trims`` it read; when the first batch of a run repeats a batch
+an earlier run began (its checkpoint has offsets and no commit for it, ``jobs.platform.checkpoints``),
+it reads those same versions.
+
+Ledger trims requested by ``ackstate compact`` (``ledger_trims``) are applied by the batch to
+the partitions it writes, before their events (``udfs.apply``): a trim that compact commits
+while the batch runs is then part of what the batch writes, not undone by it.
+(``jobs.ingest.recovery`` reads the versions back.)
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from jobs.compact.compaction import CompactOptions
+from jobs.ingest.options import IngestOptions
+from jobs.ingest.producers import write_producer_tables
+from jobs.ingest.projections import (
+    CONSUMER_TABLES,
+    ack_range_rows,
+    batch_ack_rows,
+    consumer_table_rows,
+    cursor_rows,
+    ledger_rows,
+    partition_rows,
+    refusals,
+    state_input,
+)
+from jobs.ingest.recovery import pinned_versions, read_tag, read_versions
+from jobs.platform import progress
+from jobs.platform.retry import retry_on_conflict
+from jobs.platform.tables import read_table, table_path
+from schemas.tables import REJECTED_EVENT_COLUMNS, TABLES
+from schemas.udf import (
+    ACTIVE_CHANGE,
+    APPLY_EVENT_COLUMNS,
+    APPLY_OUTPUT,
+    BATCH,
+    CONSUMER,
+    CURSOR,
+    DELETE,
+    LATE_RECEIPT,
+    LEDGER,
+    PARTITION,
+    PENDING,
+    PRODUCER,
+    RANGE,
+    RECEIPT,
+    REDELIVERY,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger("ackstate.ingest")
+
+_MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
+
+
+@dataclass(frozen=True)
+class _Frames:
+    """A batch's ``out`` (the UDF's rows), ``valid`` and ``rejected`` in one session."""
+
+    out: DataFrame
+    valid: DataFrame
+    rejected: DataFrame
+
+
+_Write = Callable[["SparkSession", _Frames], None]
+
+
+class _SharedFrames:
+    """A batch's frames as global temp views, readable from every session of the context.
+
+    A DataFrame belongs to the session that made it; a global temp view carries its plan (and
+    the cached or checkpointed data under it) to the write sessions. Dropped on exit.
+    """
+
+    def __init__(self, spark: SparkSession, prefix: str, **frames: DataFrame) -> None:
+        self.spark = spark
+        clean = "".join(c if c.isalnum() else "_" for c in prefix)
+        self.views = {name: f"ackstate_{clean}_{name}" for name in frames}
+        self.frames = frames
+
+    def __enter__(self) -> _SharedFrames:
+        for name, frame in self.frames.items():
+            frame.createOrReplaceGlobalTempView(self.views[name])
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for view in self.views.values():
+            self.spark.catalog.dropGlobalTempView(view)
+
+    def bound(self, session: SparkSession) -> _Frames:
+        if session is self.spark:
+            return _Frames(**self.frames)
+        return _Frames(**{name: session.table(f"global_temp.{view}") for name, view in self.views.items()})
+
+
+class _Phases:
+    """Wall time of each phase of a batch, logged at DEBUG: where a slow batch spends its time.
+    ``on_phase`` is called after each one (the crash tests kill the job there)."""
+
+    def __init__(self, batch_id: int, on_phase: Callable[[int, str], None] | None) -> None:
+        self.batch_id, self.last = batch_id, time.time()
+        self.on_phase = on_phase
+
+    def done(self, phase: str, since: float | None = None) -> None:
+        """``phase`` ended now; it began at the previous phase's end, or at ``since`` for a
+        write that ran beside others (those do not move the sequential clock)."""
+        now = time.time()
+        log.debug(
+            "batch %d: %s took %.2f s", self.batch_id, phase, now - (self.last if since is None else since)
+        )
+        if since is None:
+            self.last = now
+        if self.on_phase is not None:
+            self.on_phase(self.batch_id, phase)
+
+
+class BatchWriter:
+    """The ``foreachBatch`` function; see the module docstring for the exactly-once design."""
+
+    def __init__(
+        self,
+        options: IngestOptions,
+        *,
+        on_phase: Callable[[int, str], None] | None = None,
+    ) -> None:
+        self.options = options
+        self.on_phase = on_phase
+        """Called after each phase of each batch (``batch id``, phase name, e.g. ``merge
+        cursors``): tests interleave other jobs with a batch, or crash it there."""
+        self._first_batch = True
+        self._written = 0  # batches with input, for [ingest] compact_every
+        self._sessions: list[SparkSession] = []  # for concurrent writes (_write_sessions)
+        self.repeats: int | None = -1
+        """The batch an earlier run began and did not commit (set by ``start_ingest`` from the
+        checkpoint; None: none; -1: unknown, so the first batch looks for its own commits)."""
+
+    def __call__(self, raw: DataFrame, batch_id: int) -> None:
+        spark = raw.sparkSession
+        started = time.time()
+        self._phases = _Phases(batch_id, self.on_phase)
+        tag = f"{self.options.app_id}:{batch_id}"
+        repeat = self._first_batch and self.repeats in (-1, batch_id)
+        pinned = pinned_versions(spark, self.options.warehouse, tag) if repeat else {}
+        self._first_batch = False
+
+        raw = raw.persist()
+        try:
+            input_rows = raw.count()
+            self._phases.done("read")
+            if input_rows == 0:
+                return
+            self._apply(spark, raw, batch_id, tag, pinned, input_rows, started)
+        finally:
+            raw.unpersist()
+        self._written += 1
+        every, compaction = self.options.compact_every, self.options.compaction
+        if every and compaction is not None and self._written % every == 0:
+            self._compact(spark, compaction, batch_id)
+
+    def _compact(self, spark: SparkSession, compaction: CompactOptions, batch_id: int) -> None:
+        """Compact between micro-batches: the query is then the warehouse's one writer. After
+        the batch's writes and before its checkpoint commit, so a crash here repeats a batch
+        whose writes are all in (idempotent) and a compaction that changes no row."""
+        from jobs.compact.compaction import compact
+
+        report = compact(spark, compaction)
+        log.info("batch %d: compacted the warehouse in %.1f s", batch_id, report.seconds)
+        self._phases.done("compact")
+
+    def write_output(self, spark: SparkSession, out: DataFrame, batch_id: int) -> progress.BatchFigures:
+        """Write ``schemas.udf.APPLY_OUTPUT`` rows that no input event produced.
+
+        ``ackstate bootstrap`` computes a starting state outside any micro-batch; it goes to
+        the tables through the same writes as a batch's, with the same idempotency (app id
+        ``options.app_id``, version ``batch_id``) and an ``ingest_batches`` row of 0 inputs.
+        """
+        self._phases = _Phases(batch_id, self.on_phase)
+        started = time.time()
+        out = out.localCheckpoint(eager=True)
+        none = out.limit(0)  # no input rows, so nothing valid and nothing rejected
+        tag = f"{self.options.app_id}:{batch_id}"
+        return self._write(spark, none, none, out, batch_id, tag, 0, started)
+
+    def _apply(
+        self,
+        spark: SparkSession,
+        raw: DataFrame,
+        batch_id: int,
+        tag: str,
+        pinned: dict[str, int],
+        input_rows: int,
+        started: float,
+    ) -> None:
+        from jobs.ingest.validate import INPUT_ORDER_COLUMN, classify, duplicate_keys, mark_duplicates, split
+
+        marked = classify(raw).persist()  # parse and check once; both halves of the split read it
+        duplicates = duplicate_keys(marked).localCheckpoint(eager=True)
+        valid, rejected = split(mark_duplicates(marked, duplicates), keep_order=True)
+        valid = valid.withColumnRenamed(INPUT_ORDER_COLUMN, "_row")
+        self._phases.done("validate")
+        try:
+            keys = ["topic", "partition"]
+            touched = valid.select(*keys).distinct()
+            # pinned: the versions a crashed run of this batch read (a version of a table it
+            # did not know, e.g. ledger_trims, is absent: nothing to read there)
+            versions = pinned or read_versions(spark, self.options.warehouse)
+            tag = read_tag(tag, versions)
+            partitions = read_table(
+                spark, self.options.warehouse, "topic_partitions", as_of=versions.get("topic_partitions")
+            ).join(touched, keys, "left_semi")
+            cursors = read_table(
+                spark, self.options.warehouse, "cursors", as_of=versions.get("cursors")
+            ).join(touched, keys, "left_semi")
+            partitions = partitions.join(self._trim_requests(spark, versions, touched), keys, "left")
+            state = state_input(partitions, cursors)
+            # materialised: the state of the touched partitions is small (one row per cursor)
+            state = state.localCheckpoint(eager=True)
+            self._phases.done("read state")
+            settings = self.options.settings
+
+            def apply(key: Any, events: Any, current: Any) -> Any:
+                from udfs.apply import apply_partition
+
+                return apply_partition(key, events, current, settings)
+
+            # Materialised with its lineage cut: a cached plan that reads `cursors` would be
+            # invalidated (and silently recomputed from the new state) by this batch's own MERGE.
+            out = (
+                valid.select(*APPLY_EVENT_COLUMNS)
+                .groupBy(*keys)
+                .cogroup(state.groupBy(*keys))
+                .applyInArrow(apply, APPLY_OUTPUT)
+                .localCheckpoint(eager=True)
+            )
+            self._phases.done("apply")
+            figures = self._write(spark, valid, rejected, out, batch_id, tag, input_rows, started)
+        finally:
+            marked.unpersist()
+        progress.record(figures)
+
+    def _trim_requests(self, spark: SparkSession, versions: dict[str, int], touched: DataFrame) -> DataFrame:
+        """The largest requested first retained ledger of each touched partition (trims only move
+        forward; one already applied deletes nothing again)."""
+        from pyspark.sql import functions as F
+
+        version = versions.get("ledger_trims")
+        if not version:  # version 0 is the empty table as created
+            return spark.createDataFrame([], "topic string, partition int, first_retained_ledger long")
+        return (
+            read_table(spark, self.options.warehouse, "ledger_trims", as_of=version)
+            .join(touched, ["topic", "partition"], "left_semi")
+            .groupBy("topic", "partition")
+            .agg(F.max("first_retained_ledger").alias("first_retained_ledger"))
+        )
+
+    # ---- writes -------------------------------------------------------------------------
+    def _write(
+        self,
+        spark: SparkSession,
+        valid: DataFrame,
+        rejected: DataFrame,
+        out: DataFrame,
+        batch_id: int,
+        tag: str,
+        input_rows: int,
+        started: float,
+    ) -> progress.BatchFigures:
+        from pyspark.sql import functions as F
+
+        lineage = [
+            F.lit(self.options.app_id).alias("query_id"),
+            F.lit(batch_id).cast("long").alias("batch_id"),
+        ]
+        # What the batch changed, per kind of UDF row, and its rejections per reason, in one
+        # collect (one Spark job: each is a fixed cost of a small batch). The engine's refusals
+        # are few: they are broadcast to the valid rows (no shuffle of the batch) and only the
+        # matched rows are rendered back to JSON (``_write_rejects``).
+        per_kind = out.groupBy("kind").agg(
+            F.lit(None).cast("string").alias("reason"),
+            F.count(F.lit(1)).alias("n"),
+            F.sum("applied").alias("applied"),
+            F.sum("stale").alias("stale"),
+            F.sum(F.when(F.col("state_changed"), 1).otherwise(0)).alias("changed"),
+        )
+        per_reason = (
+            rejected.select("reason")
+            .unionByName(refusals(out).select("reason"))
+            .groupBy("reason")
+            .agg(F.count(F.lit(1)).alias("n"))
+            .select(
+                F.lit(None).cast("string").alias("kind"),
+                "reason",
+                "n",
+                *[F.lit(None).cast("long").alias(c) for c in ("applied", "stale", "changed")],
+            )
+        )
+        kinds: dict[str, Any] = {}
+        reasons: dict[str, int] = {}
+        for r in per_kind.unionByName(per_reason).collect():
+            if r["kind"] is not None:
+                kinds[r["kind"]] = r
+            else:
+                reasons[r["reason"]] = int(r["n"])
+        self._phases.done("count")
+
+        writes = self._table_writes(kinds, bool(reasons), lineage, batch_id, tag)
+        with _SharedFrames(
+            spark, f"{self.options.app_id}_{batch_id}", out=out, valid=valid, rejected=rejected
+        ) as frames:
+            self._run_writes(spark, frames, writes)
+        self._phases.done("writes")
+
+        partition_row = kinds.get(PARTITION)
+        stale = int(reasons.get("stale_seq", 0))
+        figures = progress.BatchFigures(
+            batch_id=batch_id,
+            input_rows=input_rows,
+            applied_rows=int(partition_row["applied"] or 0) if partition_row else 0,
+            rejected_rows=sum(int(v) for v in reasons.values()),
+            stale_rows=stale,
+            duplicate_rows=int(reasons.get("duplicate_event_id", 0)),
+            partitions_touched=int(partition_row["n"]) if partition_row else 0,
+            cursors_touched=int(kinds[CURSOR]["changed"] or 0) if CURSOR in kinds else 0,
+            duration_ms=max(1, int((time.time() - started) * 1000)),
+        )
+        record = figures.as_dict()
+        row = spark.createDataFrame([{**record, "query_id": self.options.app_id}]).select(
+            F.lit(self.options.app_id).alias("query_id"),
+            F.lit(batch_id).cast("long").alias("batch_id"),
+            *[
+                F.col(c).cast("long").alias(c)
+                for c in (
+                    "input_rows",
+                    "applied_rows",
+                    "rejected_rows",
+                    "stale_rows",
+                    "duplicate_rows",
+                    "partitions_touched",
+                    "cursors_touched",
+                    "duration_ms",
+                )
+            ],
+            F.col("rows_per_second").cast("double"),
+            F.to_timestamp(F.lit(started)).alias("started_at"),
+            F.current_timestamp().alias("finished_at"),
+        )
+        self.append(row, "ingest_batches", batch_id, tag)
+        return figures
+
+    # ---- the table writes of a batch ---------------------------------------------------------
+    def _table_writes(
+        self, kinds: dict[str, Any], any_rejects: bool, lineage: list[Any], batch_id: int, tag: str
+    ) -> list[tuple[str, _Write]]:
+        """One write per table this batch changes, as (table, function of (session, frames)).
+
+        They are independent: each is idempotent on its own (``txnAppId``/``txnVersion``), and
+        each is a pure function of the batch and the state it started from, so they may
+        commit in any order and a crash between any two of them is repaired by the re-run
+        (module docstring). Only ``ingest_batches``, written after all of them, marks the
+        batch done.
+        """
+        writes: list[tuple[str, _Write]] = []
+
+        def add(table: str, kind: str | None, fn: _Write) -> None:
+            if kind is None or kind in kinds:
+                writes.append((table, fn))
+
+        if any_rejects:
+            add("rejected_events", None, lambda s, f: self._write_rejects(s, f, lineage, batch_id, tag))
+        add("cursors", CURSOR, lambda s, f: self._write_cursors(s, f.out, lineage, batch_id, tag))
+        add(
+            "topic_partitions",
+            PARTITION,
+            lambda s, f: self._write_partitions(s, f.out, lineage, batch_id, tag),
+        )
+        if PRODUCER in kinds or RECEIPT in kinds or LATE_RECEIPT in kinds:
+            add(
+                "producers",
+                None,
+                lambda s, f: write_producer_tables(self, s, f.out, kinds, batch_id, tag, lineage),
+            )
+        add("ack_ranges", RANGE, lambda s, f: self._write_ranges(s, f.out, batch_id, tag))
+        add("batch_acks", BATCH, lambda s, f: self._write_batch_acks(s, f.out, batch_id, tag))
+        add("ledgers", LEDGER, lambda s, f: self._write_ledgers(s, f.out, batch_id, tag))
+        for kind in (CONSUMER, PENDING, REDELIVERY, ACTIVE_CHANGE):
+            add(
+                CONSUMER_TABLES[kind],
+                kind,
+                lambda s, f, k=kind: self._write_consumer_table(s, f.out, k, lineage, batch_id, tag),
+            )
+        return writes
+
+    def _run_writes(
+        self, spark: SparkSession, frames: _SharedFrames, writes: list[tuple[str, _Write]]
+    ) -> None:
+        """Run the writes ``write_threads`` at a time, each in a session of its own.
+
+        A MERGE's idempotent-write pair is session configuration (Delta reads
+        ``spark.databricks.delta.write.*`` from the session), so concurrent MERGEs need one
+        session each; sessions share the SparkContext, the cached batch and the global temp
+        views that carry ``out``/``valid``/``rejected`` over. Most of a small MERGE is driver
+        work and waiting (Delta log, planning, commit), which the others fill. Every write
+        is waited for before the first error is raised: a restart must not race a write of
+        the batch it repeats.
+        """
+        threads = max(1, min(self.options.write_threads, len(writes)))
+        if threads == 1:
+            for _, fn in writes:
+                fn(spark, frames.bound(spark))
+            return
+        sessions: queue.SimpleQueue[SparkSession] = queue.SimpleQueue()
+        for session in self._write_sessions(spark, threads):
+            sessions.put(session)
+
+        def run(fn: _Write) -> None:
+            session = sessions.get()
+            try:
+                fn(session, frames.bound(session))
+            finally:
+                sessions.put(session)
+
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ackstate-write") as pool:
+            futures = [pool.submit(run, fn) for _, fn in writes]
+            wait(futures)
+        for future in futures:
+            future.result()  # the first failure, in write order
+
+    def _write_sessions(self, spark: SparkSession, n: int) -> list[SparkSession]:
+        """``n`` sessions for concurrent writes, created once, with the query session's SQL conf."""
+        while len(self._sessions) < n:
+            session = spark.newSession()
+            for key, value in spark.conf.getAll.items():
+                if spark.conf.isModifiable(key):
+                    session.conf.set(key, value)
+            self._sessions.append(session)
+        return self._sessions[:n]
+
+    def _write_rejects(
+        self, spark: SparkSession, frames: _Frames, lineage: list[Any], batch_id: int, tag: str
+    ) -> None:
+        from pyspark.sql import functions as F
+
+        out, valid = frames.out, frames.valid
+        refused = refusals(out)
+        engine_rejects = valid.join(F.broadcast(refused), "_row").select(
+            *[c for c in REJECTED_EVENT_COLUMNS if c != "raw"],
+            F.to_json(F.struct(*[c for c in valid.columns if c != "_row"])).alias("raw"),
+        )
+        all_rejects = frames.rejected.select(*REJECTED_EVENT_COLUMNS).unionByName(
+            engine_rejects.select(*REJECTED_EVENT_COLUMNS)
+        )
+        self.append(
+            all_rejects.select("*", *lineage, F.current_timestamp().alias("rejected_at")),
+            "rejected_events",
+            batch_id,
+            tag,
+        )
+
+    def _write_cursors(
+        self, spark: SparkSession, out: DataFrame, lineage: list[Any], batch_id: int, tag: str
+    ) -> None:
+        always = ["msg_backlog", "last_seq", "last_event_time", "query_id", "batch_id", "updated_at"]
+        self.merge(
+            spark,
+            "cursors",
+            cursor_rows(out, lineage),
+            batch_id,
+            tag,
+            matched=[("s.state_changed", None), ("NOT s.state_changed", always)],
+            insert="s.state_changed",
+        )
+
+    def _write_partitions(
+        self, spark: SparkSession, out: DataFrame, lineage: list[Any], batch_id: int, tag: str
+    ) -> None:
+        self.merge(spark, "topic_partitions", partition_rows(out, lineage), batch_id, tag)
+
+    def _write_ranges(self, spark: SparkSession, out: DataFrame, batch_id: int, tag: str) -> None:
+        self.merge_changes(spark, "ack_ranges", ack_range_rows(out), batch_id, tag)
+
+    def _write_batch_acks(self, spark: SparkSession, out: DataFrame, batch_id: int, tag: str) -> None:
+        self.merge_changes(spark, "batch_acks", batch_ack_rows(out), batch_id, tag)
+
+    def _write_ledgers(self, spark: SparkSession, out: DataFrame, batch_id: int, tag: str) -> None:
+        self.merge_changes(spark, "ledgers", ledger_rows(out), batch_id, tag)
+
+    def _write_consumer_table(
+        self,
+        spark: SparkSession,
+        out: DataFrame,
+        kind: str,
+        lineage: list[Any],
+        batch_id: int,
+        tag: str,
+    ) -> None:
+        """One of consumers, pending_acks, redeliveries and active_consumer_changes."""
+        rows = consumer_table_rows(out, kind, lineage)
+        table = CONSUMER_TABLES[kind]
+        if kind in (PENDING, REDELIVERY):
+            self.merge_changes(spark, table, rows, batch_id, tag)
+        else:
+            # an active consumer change is written once and never updated
+            self.merge(spark, table, rows, batch_id, tag, matched=[] if kind == ACTIVE_CHANGE else None)
+
+    def append(self, df: DataFrame, table: str, batch_id: int, tag: str) -> None:
+        began = time.time()
+        (
+            df.select(*[f.name for f in TABLES[table].fields])
+            .write.format("delta")
+            .mode("append")
+            .option("txnAppId", self.options.app_id)
+            .option("txnVersion", batch_id)
+            .option("userMetadata", tag)
+            .save(table_path(self.options.warehouse, table))
+        )
+        self._phases.done(f"write {table}", since=began)
+
+    def merge(
+        self,
+        spark: SparkSession,
+        table: str,
+        source: DataFrame,
+        batch_id: int,
+        tag: str,
+        *,
+        delete_when: str | None = None,
+        matched: list[tuple[str | None, list[str] | None]] | None = None,
+        insert: str | None = None,
+        keys: tuple[str, ...] | None = None,
+        app_id: str | None = None,
+    ) -> None:
+        """MERGE ``source`` into ``table`` on its key, idempotently for (app id, batch id).
+
+        Clauses in order: ``delete_when`` (matched rows to delete), ``matched`` ((condition,
+        columns to set or None for all) updates), then insert unmatched rows where ``insert``.
+        ``keys`` replaces the table's key when rows are matched by another unique column set;
+        ``app_id`` the query's app id for a second write to one table in one batch.
+        """
+        from delta.tables import DeltaTable
+
+        from schemas.tables import TABLE_KEYS
+
+        began = time.time()
+        columns = [f.name for f in TABLES[table].fields]
+        on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in (keys or TABLE_KEYS[table]))
+        merge = (
+            DeltaTable.forPath(spark, table_path(self.options.warehouse, table))
+            .alias("t")
+            .merge(source.alias("s"), on)
+        )
+        if delete_when is not None:
+            merge = merge.whenMatchedDelete(condition=delete_when)
+        for condition, cols in [(None, None)] if matched is None else matched:
+            merge = merge.whenMatchedUpdate(
+                condition=condition, set={c: f"s.`{c}`" for c in (cols or columns)}
+            )
+        merge = merge.whenNotMatchedInsert(condition=insert, values={c: f"s.`{c}`" for c in columns})
+        self._idempotent(spark, batch_id, tag, merge.execute, app_id)
+        self._phases.done(f"merge {table}", since=began)
+
+    def merge_changes(
+        self, spark: SparkSession, table: str, source: DataFrame, batch_id: int, tag: str
+    ) -> None:
+        """MERGE projection changes: rows tagged ``op = delete`` are removed, the rest upserted."""
+        is_delete = f"s.op = '{DELETE}'"
+        self.merge(spark, table, source, batch_id, tag, delete_when=is_delete, insert=f"NOT ({is_delete})")
+
+    def _idempotent(
+        self, spark: SparkSession, batch_id: int, tag: str, action: Any, app_id: str | None = None
+    ) -> None:
+        conf = spark.conf
+        conf.set("spark.databricks.delta.write.txnAppId", app_id or self.options.app_id)
+        conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+        conf.set("spark.databricks.delta.commitInfo.userMetadata", tag)
+        # Every MERGE source is a projection of the UDF's local checkpoint: deterministic and
+        # already materialised. Delta's "auto" would still copy it to disk first (it only
+        # trusts sources that read Delta tables alone): one job and one write per MERGE.
+        conf.set(_MATERIALIZE_SOURCE, "none")
+        try:
+            # a concurrent `ackstate compact` (OPTIMIZE, history trims) may commit to the table
+            # while this MERGE runs; the MERGE is idempotent and its source is materialised, so
+            # it is run again (jobs.platform.retry)
+            retry_on_conflict(action, what=f"batch {tag}")
+        finally:
+            conf.unset("spark.databricks.delta.write.txnAppId")
+            conf.unset("spark.databricks.delta.write.txnVersion")
+            conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+            conf.unset(_MATERIALIZE_SOURCE)

@@ -1,0 +1,59 @@
+"""What one ingest query reads, where it writes, and how: ``IngestOptions``."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine import EngineSettings
+from jobs.compact.compaction import CompactOptions
+from jobs.platform import locations
+from jobs.platform.checkpoints import CHECKPOINTS_DIR
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    source: str
+    warehouse: str
+    format: str = "json"
+    trigger: str = "available-now"
+    processing_time: str = "10 seconds"
+    checkpoint: str | None = None
+    max_files_per_trigger: int | None = None
+    settings: EngineSettings = field(default_factory=EngineSettings)
+    write_threads: int = 4
+    """How many table writes of a batch run at once (each in its own session; 1 = one by one)."""
+    kafka: Mapping[str, Any] = field(default_factory=dict)
+    """``[kafka]`` (``format`` kafka): ``bootstrap_servers``, ``starting_offsets``,
+    ``max_offsets_per_trigger``, and ``options`` passed to the consumer as ``kafka.<key>``."""
+    query_id: str | None = None
+    """The writer's id in the tables' ``query_id`` and its idempotency key; default: derived
+    from the checkpoint (``app_id``). ``ackstate bootstrap`` names itself."""
+    compact_every: int = 0
+    """``[ingest] compact_every``: compact the warehouse after every N-th micro-batch that wrote,
+    inside the query, so that one application commits to each table (S3); 0 = never."""
+    compaction: CompactOptions | None = None
+    """What that compaction does (``[compact]``); ledger trims are left to ``ackstate compact``."""
+
+    @property
+    def checkpoint_path(self) -> str:
+        if self.checkpoint:
+            return locations.resolve(self.checkpoint)
+        digest = hashlib.sha1(self.source_id.encode()).hexdigest()[:12]
+        return locations.join(self.warehouse, CHECKPOINTS_DIR, f"ingest-{digest}")
+
+    @property
+    def source_id(self) -> str:
+        """What the query reads, as one string: a Kafka topic with its servers, or a path."""
+        if self.format == "kafka":
+            return f"kafka://{self.kafka.get('bootstrap_servers', '')}/{self.source}"
+        return locations.resolve(self.source)
+
+    @property
+    def app_id(self) -> str:
+        """Stable across restarts of the same query (same checkpoint): the idempotency key."""
+        if self.query_id:
+            return self.query_id
+        return "ackstate-ingest-" + hashlib.sha1(self.checkpoint_path.encode()).hexdigest()[:16]

@@ -1,0 +1,290 @@
+"""The Pulsar side of ackstate on one machine: the broker's jars, the broker plugin, a local broker.
+
+``ackstate setup --pulsar`` fills two entries of the jar cache (``jobs.platform.jars.jars_root``)::
+
+    pulsar-broker-4.0.7/            the broker and its dependencies (conf/pulsar-broker.pom)
+    ackstate-interceptor/           the plugin NAR built from interceptor/ with Maven
+
+Both are built in a scratch directory and renamed into place with a manifest written last, as
+the Delta jars are, so an interrupted setup leaves nothing half-filled. Nothing is resolved at
+run time: ``StandaloneBroker`` refuses to start from an incomplete cache, in one sentence that
+names the setup command.
+
+``StandaloneBroker`` runs ``PulsarStandaloneStarter`` (broker plus a local BookKeeper, RocksDB
+metadata, no functions worker, no stream storage) on 127.0.0.1 with free ports, optionally with
+the ackstate interceptor loaded. The tests use it as the judge of ackstate's answers and as the
+source of its events; ``ackstate bench --interceptor`` uses it to measure the plugin's cost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jobs.platform.config import conf_dir
+from jobs.platform.errors import BrokerStartError, PulsarSetupError
+from jobs.platform.jars import display_path, jars_root
+from jobs.platform.maven import cached_files, install_entry, resolve_pom, run_maven
+from jobs.platform.processes import free_port, stop_process
+
+log = logging.getLogger("ackstate.broker")
+
+PULSAR_VERSION = "4.0.7"
+INTERCEPTOR_NAME = "ackstate"  # `name` in the NAR's broker_interceptor.yml; brokerInterceptors=
+MANIFEST = "ackstate-jars.json"
+REPO_ROOT = Path(__file__).resolve().parents[2]  # jobs/platform/broker.py
+INTERCEPTOR_SOURCE = REPO_ROOT / "interceptor"
+
+
+def pulsar_lib(root: str | Path | None = None) -> Path:
+    return jars_root(root) / f"pulsar-broker-{PULSAR_VERSION}"
+
+
+def interceptor_dir(root: str | Path | None = None) -> Path:
+    return jars_root(root) / "ackstate-interceptor"
+
+
+def interceptor_source_digest() -> str | None:
+    """A digest of the plugin's sources, so that a NAR built from older sources counts as missing.
+
+    None outside a checkout (an installed ackstate has no sources): then any built NAR will do.
+    """
+    if not (INTERCEPTOR_SOURCE / "pom.xml").is_file():
+        return None
+    digest = hashlib.sha256()
+    for path in sorted(INTERCEPTOR_SOURCE.rglob("*")):
+        relative = path.relative_to(INTERCEPTOR_SOURCE)
+        if path.is_file() and relative.parts[0] != "target":
+            digest.update(str(relative).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def find_pulsar_lib(root: str | Path | None = None) -> Path:
+    """The cached broker jars, or ``PulsarSetupError`` naming the command that fills the cache."""
+    lib = pulsar_lib(root)
+    if cached_files(lib) is None:
+        raise PulsarSetupError(
+            f"the Pulsar {PULSAR_VERSION} broker jars are not in {display_path(lib)}: "
+            "run `ackstate setup --pulsar` (needs Maven and Maven Central)"
+        )
+    return lib
+
+
+def find_interceptor_nar(root: str | Path | None = None) -> Path:
+    """The cached plugin NAR, or ``PulsarSetupError`` naming the command that builds it."""
+    files = cached_files(interceptor_dir(root), interceptor_source_digest())
+    if not files:
+        raise PulsarSetupError(
+            f"the ackstate broker plugin in {display_path(interceptor_dir(root))} is missing or older "
+            "than interceptor/: run `ackstate setup --pulsar` in a checkout of ackstate (needs Maven)"
+        )
+    return files[0]
+
+
+@dataclass(frozen=True)
+class PulsarSetup:
+    lib: Path
+    nar: Path
+    actions: tuple[str, ...]  # what this call did: "resolved", "built"; empty when all was cached
+    seconds: float
+
+
+def ensure_pulsar(root: str | Path | None = None, force: bool = False) -> PulsarSetup:
+    """Resolve the broker's jars and build the plugin NAR into the cache, each only if missing."""
+    started = time.monotonic()
+    root_path = jars_root(root)
+    root_path.mkdir(parents=True, exist_ok=True)
+    actions: list[str] = []
+    lib = pulsar_lib(root_path)
+    if force or cached_files(lib) is None:
+        resolve_pom(conf_dir() / "pulsar-broker.pom", lib)
+        actions.append("resolved")
+    nar_dir = interceptor_dir(root_path)
+    source = interceptor_source_digest()
+    if force or cached_files(nar_dir, source) is None:
+        pom = INTERCEPTOR_SOURCE / "pom.xml"
+        if not pom.is_file():
+            raise PulsarSetupError(
+                f"the plugin's sources are not at {INTERCEPTOR_SOURCE}: "
+                "build the NAR from a checkout of ackstate"
+            )
+        shutil.rmtree(INTERCEPTOR_SOURCE / "target", ignore_errors=True)  # no NAR of older sources
+        run_maven(["-q", "-f", str(pom), "package"], root_path / "ackstate-interceptor.log")
+        built = sorted((INTERCEPTOR_SOURCE / "target").glob("*.nar"))
+        if not built:
+            raise PulsarSetupError(f"Maven built no .nar under {INTERCEPTOR_SOURCE / 'target'}")
+        scratch = root_path / ".ackstate-interceptor.partial"
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir()
+        shutil.copy2(built[-1], scratch / built[-1].name)
+        install_entry(scratch, nar_dir, [built[-1].name], source)
+        actions.append("built")
+    return PulsarSetup(lib, find_interceptor_nar(root_path), tuple(actions), time.monotonic() - started)
+
+
+# ---- a local standalone broker --------------------------------------------------------------
+
+
+@dataclass
+class StandaloneBroker:
+    """A Pulsar standalone broker on 127.0.0.1, in ``workdir``, stopped by its process id.
+
+    ``sink_dir`` loads the ackstate interceptor writing its JSON Lines files there;
+    ``kafka_servers`` loads it with its Kafka sink instead, writing to ``kafka_topic``. ``conf``
+    adds broker.conf lines (Pulsar's camelCase names). ``restart()`` keeps the data (a broker
+    restart in the middle of a scenario); ``start()`` wipes it.
+    """
+
+    workdir: Path
+    sink_dir: Path | None = None
+    kafka_servers: str | None = None
+    kafka_topic: str = "ackstate-events"
+    conf: dict[str, str] = field(default_factory=dict)
+    heap: str = "1g"
+    jars_dir: str | Path | None = None
+    admin_token: str | None = field(default=None, repr=False)
+    """Sent as ``Authorization: Bearer`` by ``admin()``: a broker with token authentication."""
+    broker_port: int = field(default_factory=free_port)
+    web_port: int = field(default_factory=free_port)
+    bookie_port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def service_url(self) -> str:
+        return f"pulsar://127.0.0.1:{self.broker_port}"
+
+    @property
+    def web_url(self) -> str:
+        return f"http://127.0.0.1:{self.web_port}"
+
+    @property
+    def log_file(self) -> Path:
+        return self.workdir / "broker.log"
+
+    def _write_conf(self) -> Path:
+        lines = {
+            "clusterName": "standalone",
+            "bindAddress": "127.0.0.1",
+            "advertisedAddress": "127.0.0.1",
+            "brokerServicePort": str(self.broker_port),
+            "webServicePort": str(self.web_port),
+            "managedLedgerDefaultEnsembleSize": "1",
+            "managedLedgerDefaultWriteQuorum": "1",
+            "managedLedgerDefaultAckQuorum": "1",
+            # the bookie reads this file too; without these it listens on every interface
+            "listeningInterface": "lo",
+            "allowLoopback": "true",
+            "brokerDeleteInactiveTopicsEnabled": "false",
+        }
+        if self.sink_dir is not None or self.kafka_servers is not None:
+            nar = find_interceptor_nar(self.jars_dir)
+            lines |= {
+                "brokerInterceptorsDirectory": str(nar.parent),
+                "brokerInterceptors": INTERCEPTOR_NAME,
+                "narExtractionDirectory": str(self.workdir / "nar"),
+            }
+        if self.kafka_servers is not None:
+            lines |= {
+                "ackstateSink": "kafka",
+                "ackstateKafkaTopic": self.kafka_topic,
+                "ackstateKafka.bootstrap.servers": self.kafka_servers,
+            }
+        elif self.sink_dir is not None:
+            lines["ackstateSinkDirectory"] = str(self.sink_dir)
+        lines |= self.conf
+        path = self.workdir / "standalone.conf"
+        path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
+        return path
+
+    def start(self, wipe: bool = True, timeout: float = 120.0) -> None:
+        lib = find_pulsar_lib(self.jars_dir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        if self.sink_dir is not None:
+            self.sink_dir.mkdir(parents=True, exist_ok=True)
+        conf = self._write_conf()
+        cmd = [
+            "java",
+            f"-Xmx{self.heap}",
+            "-XX:+UseG1GC",
+            "--add-opens",
+            "java.base/jdk.internal.platform=ALL-UNNAMED",
+            "-Dpulsar.log.level=info",
+            "-cp",
+            f"{lib}/*",
+            "org.apache.pulsar.PulsarStandaloneStarter",
+            "-c",
+            str(conf),
+            "-nfw",
+            "-nss",
+            "--bookkeeper-dir",
+            str(self.workdir / "bk"),
+            "--bookkeeper-port",
+            str(self.bookie_port),
+            "--metadata-dir",
+            str(self.workdir / "metadata"),
+        ]
+        if wipe:
+            cmd.append("--wipe-data")
+        fh = self.log_file.open("ab")
+        self.process = subprocess.Popen(
+            cmd, cwd=self.workdir, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+        fh.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise BrokerStartError(
+                    f"the standalone broker exited with {self.process.returncode}; see {self.log_file}"
+                )
+            try:
+                if "public/default" in self.admin("/admin/v2/namespaces/public", quiet=True):
+                    return
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise BrokerStartError(
+            f"the standalone broker did not come up in {timeout:.0f} s; see {self.log_file}"
+        )
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """SIGTERM (Pulsar's shutdown hook unloads topics and closes the plugin), then SIGKILL."""
+        proc, self.process = self.process, None
+        stop_process(proc, timeout, "broker")
+
+    def restart(self) -> None:
+        self.stop()
+        self.start(wipe=False)
+
+    def admin(self, path: str, method: str = "GET", body: Any = None, quiet: bool = False) -> Any:
+        """One admin REST call; the decoded JSON answer (None when the answer is empty)."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.web_url + path, data=data, method=method)
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        if self.admin_token:
+            request.add_header("Authorization", f"Bearer {self.admin_token}")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                text = response.read().decode()
+        except urllib.error.HTTPError as exc:
+            if not quiet:
+                log.error("%s %s: %s %s", method, path, exc.code, exc.read().decode(errors="replace"))
+            raise
+        return json.loads(text) if text.strip() else None
+
+    def __enter__(self) -> StandaloneBroker:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

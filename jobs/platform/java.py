@@ -1,0 +1,79 @@
+"""The JVM under Spark: which ``java`` it runs (17 or later), and the session this process already has.
+
+Kept apart from ``jobs.platform.session`` so that what only asks "is a session running?" (file
+locations, the jar resolvers) does not import the session factory and everything it needs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from jobs.platform.errors import SparkUnavailableError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+MIN_JAVA = 17
+
+
+JAVA_HINT = f"install a JDK {MIN_JAVA} and set JAVA_HOME"
+
+
+def require_java() -> Path:
+    """The ``java`` Spark will run, found as Spark's launcher finds it; or a clear error."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        java = Path(java_home) / "bin" / "java"
+        if not (java.is_file() and os.access(java, os.X_OK)):
+            raise SparkUnavailableError(
+                f"Java was not found: JAVA_HOME is {java_home} but has no bin/java; {JAVA_HINT}"
+            )
+    else:
+        found = shutil.which("java")
+        if found is None:
+            raise SparkUnavailableError(f"Java was not found: {JAVA_HINT}")
+        java = Path(found)
+    major = java_major_version(java)
+    if major is not None and major < MIN_JAVA:
+        raise SparkUnavailableError(
+            f"Java {major} was found at {java} but Spark 4.1 needs Java {MIN_JAVA} or later; {JAVA_HINT}"
+        )
+    return java
+
+
+def java_major_version(java: Path) -> int | None:
+    try:
+        out = subprocess.run(
+            [str(java), "-version"], capture_output=True, text=True, timeout=30, check=False
+        ).stderr
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    if not match:
+        return None
+    major = int(match.group(1))
+    return int(match.group(2) or 0) if major == 1 else major
+
+
+def running_session() -> SparkSession | None:
+    """The session this process runs, if any: the default one first (a thread may have a
+    streaming query's clone as its active one, and a thread of our own has none), then the
+    thread's active one."""
+    from pyspark.sql import SparkSession
+
+    return instantiated_session() or SparkSession.getActiveSession()
+
+
+def instantiated_session() -> SparkSession | None:
+    from pyspark.sql import SparkSession
+
+    session = SparkSession._instantiatedSession
+    if session is None or session._sc._jsc is None:
+        return None
+    return session

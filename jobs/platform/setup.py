@@ -1,0 +1,130 @@
+"""``ackstate setup``: fill the jar cache once (Delta Lake; with flags Pulsar and the plugin, Kafka,
+S3A), and prove that an offline Delta session starts from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from jobs.platform.broker import PULSAR_VERSION, ensure_pulsar
+from jobs.platform.config import AckstateConfig
+from jobs.platform.errors import SparkUnavailableError
+from jobs.platform.jars import (
+    JARS_DIR_ENV,
+    display_path,
+    ensure_delta_jars,
+    find_delta_jars,
+    jars_root,
+    run_logged,
+)
+
+
+def verify_delta_session(config: AckstateConfig, root: str | Path | None = None) -> float:
+    """Start a Delta session from the cache alone in a child process; return its wall time.
+
+    A child process keeps this process free of a JVM and shows the JVM's output only on failure.
+    """
+    root_path = jars_root(root)
+    jars = find_delta_jars(config, root_path)
+    log_file = root_path / f"{jars.directory.name}.log"
+    env = dict(os.environ, **{JARS_DIR_ENV: str(root_path), "ACKSTATE_OFFLINE": "1"})
+    code = "from jobs.platform.setup import verify_child; verify_child()"
+    args = [str(config.source) if config.source else ""]
+    started = time.monotonic()
+    if not run_logged([sys.executable, "-c", code, *args], log_file, env=env, append=True):
+        raise SparkUnavailableError(
+            f"the Delta Lake jars in {display_path(jars.directory)} did not give a working local Delta "
+            f"session: see {log_file}"
+        )
+    return time.monotonic() - started
+
+
+def verify_child() -> None:
+    """Child-process body of ``verify_delta_session``: write, MERGE and read a Delta table."""
+    from jobs.platform.config import load_config
+    from jobs.platform.session import get_spark, stop_spark
+
+    config = load_config(sys.argv[1] or None)
+    # a short-lived JVM: the C1 JIT alone warms up faster than C1+C2
+    quick_jit = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
+    spark = get_spark(config, app_name="ackstate-setup-verify", extra_conf=quick_jit)
+    try:
+        with tempfile.TemporaryDirectory(prefix="ackstate-verify-") as tmp:
+            path = str(Path(tmp) / "t")
+            spark.range(3).write.format("delta").save(path)
+            spark.sql(
+                f"MERGE INTO delta.`{path}` t USING (SELECT 3L AS id) s ON t.id = s.id "
+                "WHEN NOT MATCHED THEN INSERT *"
+            )
+            rows = spark.read.format("delta").load(path).count()
+            if rows != 4:
+                raise SystemExit(f"expected 4 rows after MERGE, read {rows}")
+    finally:
+        stop_spark()
+
+
+def setup_delta(args: argparse.Namespace) -> int:
+    """``ackstate setup``: fill the jar cache (once), prove an offline Delta session starts."""
+    root = jars_root(args.jars_dir)
+    result = ensure_delta_jars(args.config, root, resolver=args.resolver, force=args.force)
+    jars = result.jars
+    size_mb = sum(j.stat().st_size for j in jars.jars) / 1e6
+    where = f"{display_path(jars.directory)} ({len(jars.jars)} jars, {size_mb:.0f} MB)"
+    if result.action == "cached":
+        line = f"ackstate setup: Delta Lake jars {jars.coordinate} already in {where}"
+    else:
+        line = (
+            f"ackstate setup: resolved {jars.coordinate} with {result.action.capitalize()} into {where} "
+            f"in {result.seconds:.1f} s"
+        )
+    if result.action != "cached" or args.verify:
+        seconds = verify_delta_session(args.config, root)
+        line += f"; offline Delta session verified in {seconds:.1f} s"
+    print(line)
+    return 0
+
+
+def setup_command(args: Any) -> int:
+    """``ackstate setup [--pulsar] [--kafka] [--s3]``: the Delta jars; with ``--pulsar`` the
+    broker and its plugin; with ``--kafka`` Spark's Kafka source and a Kafka server for local
+    runs; with ``--s3`` Hadoop's S3A connector."""
+    status = setup_delta(args)
+    if status != 0:
+        return status
+    if getattr(args, "kafka", False):
+        from jobs.platform.kafka import KAFKA_VERSION, SPARK_KAFKA_VERSION, ensure_kafka
+
+        started = time.monotonic()
+        resolved = ensure_kafka(args.jars_dir, force=args.force)
+        where = display_path(jars_root(args.jars_dir))
+        what = f"Spark's Kafka source {SPARK_KAFKA_VERSION} and Kafka {KAFKA_VERSION} in {where}"
+        seconds = time.monotonic() - started
+        took = f" (resolved {' and '.join(resolved)} in {seconds:.1f} s)" if resolved else " already there"
+        print(f"ackstate setup: {what}{took}")
+    if getattr(args, "s3", False):
+        from jobs.platform.s3 import HADOOP_AWS_VERSION, ensure_s3_jars, s3_jars_dir
+
+        started = time.monotonic()
+        resolved = ensure_s3_jars(args.jars_dir, force=args.force)
+        what = f"Hadoop's S3A connector {HADOOP_AWS_VERSION} in {display_path(s3_jars_dir(args.jars_dir))}"
+        took = f" (resolved in {time.monotonic() - started:.1f} s)" if resolved else " already there"
+        print(f"ackstate setup: {what}{took}")
+    if not getattr(args, "pulsar", False):
+        return 0
+    result = ensure_pulsar(args.jars_dir, force=args.force)
+    done = " and ".join(result.actions)
+    what = (
+        f"Pulsar {PULSAR_VERSION} broker jars in {display_path(result.lib)}, "
+        f"plugin {display_path(result.nar)}"
+    )
+    if done:
+        print(f"ackstate setup: {what} ({done} in {result.seconds:.1f} s)")
+    else:
+        print(f"ackstate setup: {what} already there")
+    return 0

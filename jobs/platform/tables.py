@@ -1,0 +1,111 @@
+"""The warehouse: where each Delta table lives, creating them, and reading them (with time travel).
+
+Every job reaches a table through this module, so the layout (one directory per table under the
+warehouse, CONTRACT.md section 2) is decided in one place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from jobs.platform import locations
+from schemas.tables import TABLE_CLUSTERING, TABLES
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger("ackstate.tables")
+
+
+def table_path(warehouse: str | Path, name: str) -> str:
+    if name not in TABLES:
+        raise KeyError(f"unknown table {name!r}; tables are {sorted(TABLES)}")
+    return locations.join(warehouse, name)
+
+
+def ensure_tables(spark: SparkSession, warehouse: str | Path) -> list[str]:
+    """Create every missing table, clustered by topic partition; return the names created.
+
+    Idempotent. Columns are only ever added (CONTRACT.md), so a table that an older ackstate
+    created gets the columns it lacks, appended (``ALTER TABLE ... ADD COLUMNS``): the writers
+    name every column of the current schema.
+    """
+    from delta.tables import DeltaTable
+
+    created = []
+    for name, schema in TABLES.items():
+        path = table_path(warehouse, name)
+        if DeltaTable.isDeltaTable(spark, path):
+            _add_missing_columns(spark, path, name)
+            continue
+        builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+        builder = builder.clusterBy(*TABLE_CLUSTERING[name])
+        builder.execute()
+        created.append(name)
+    if created:
+        log.info("created tables %s under %s", ", ".join(created), warehouse)
+    return created
+
+
+def _add_missing_columns(spark: SparkSession, path: str, name: str) -> None:
+    from delta.tables import DeltaTable
+
+    existing = set(DeltaTable.forPath(spark, path).toDF().columns)
+    missing = [f for f in TABLES[name].fields if f.name not in existing]
+    if missing:
+        columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
+        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
+        log.info("table %s: added column(s) %s", name, ", ".join(f.name for f in missing))
+
+
+def latest_version(spark: SparkSession, warehouse: str | Path, name: str) -> int:
+    """The table's current Delta version: what a job reads with ``as_of`` to know what it read.
+
+    Asked of Delta's log (``DeltaLog.update``, the listing of ``_delta_log``) rather than of
+    ``history(1)``, which runs a Spark job per table: an ingest batch asks three times. A read
+    ``as_of`` that version then finds Delta's snapshot of it already loaded. Where the JVM is
+    not reachable from Python (Spark Connect), ``history(1)`` answers.
+    """
+    from delta.tables import DeltaTable
+
+    path = table_path(warehouse, name)
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is not None:
+        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)  # type: ignore[attr-defined]
+        snapshot = delta_log.update(
+            False, getattr(delta_log, "update$default$2")(), getattr(delta_log, "update$default$3")()
+        )
+        version = int(snapshot.version())
+        if version >= 0:
+            return version
+    return int(DeltaTable.forPath(spark, path).history(1).first()["version"])
+
+
+def read_table(
+    spark: SparkSession, warehouse: str | Path, name: str, *, as_of: str | int | None = None
+) -> DataFrame:
+    """A table as a DataFrame; ``as_of`` is a Delta version (int or digits) or a timestamp."""
+    reader = spark.read.format("delta")
+    if as_of is not None:
+        text = str(as_of)
+        reader = (
+            reader.option("versionAsOf", int(text))
+            if text.isdigit()
+            else reader.option("timestampAsOf", text)
+        )
+    return reader.load(table_path(warehouse, name))
+
+
+def init_command(args: argparse.Namespace) -> int:
+    """``ackstate init``: create the warehouse tables."""
+    from jobs.platform.session import get_spark
+
+    spark = get_spark(args.config)
+    created = ensure_tables(spark, args.warehouse)
+    print(
+        f"warehouse {args.warehouse}: created {len(created)} table(s), {len(TABLES) - len(created)} existed"
+    )
+    return 0

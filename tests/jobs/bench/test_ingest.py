@@ -1,0 +1,119 @@
+"""The pure helpers of ``ackstate bench --ingest`` (no Spark, nothing timed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobs.bench import ingest as b
+from jobs.bench.generate import generate
+
+
+@pytest.mark.parametrize(
+    ("topics", "partitions", "expected"), [(1, 0, 1), (3, 0, 3), (1, 4, 4), (2, 4, 5), (5, 3, 11)]
+)
+def test_topic_partitions_counts_like_the_generator_lays_out(
+    tmp_path: Path, topics: int, partitions: int, expected: int
+) -> None:
+    assert b.topic_partitions(topics, partitions) == expected
+    summary = generate(
+        tmp_path, events=20, topics=topics, partitions=partitions, subscriptions_per_topic=3, files=1
+    )
+    assert summary.partitions == expected
+    assert summary.subscriptions == 3 * expected
+
+
+def test_the_design_sizes() -> None:
+    assert b.FULL.subscriptions == 10_000
+    assert b.FULL.events_per_batch == 1_000_000
+    assert b.FULL.batches >= 3
+    assert b.QUICK.subscriptions == 1_000
+    assert b.QUICK.batches >= 3
+    assert b.FULL.events == b.FULL.batches * b.FULL.events_per_batch
+
+
+def test_sized_finds_the_topic_count_or_refuses() -> None:
+    w = b.sized(10_000, 1_000, 2, subscriptions_per_topic=8, partitions=4)
+    assert (w.topics, w.topic_partitions, w.subscriptions) == (500, 1_250, 10_000)
+    assert b.sized(12, 10, 1, subscriptions_per_topic=4, partitions=0).topics == 3
+    with pytest.raises(ValueError, match="multiple"):
+        b.sized(10, 10, 1, subscriptions_per_topic=4)
+    with pytest.raises(ValueError, match="topic partitions"):
+        b.sized(8 * 7, 10, 1, subscriptions_per_topic=8, partitions=4)  # 7 units: no topic count gives it
+
+
+def test_generated_workload_matches_its_sizing(tmp_path: Path) -> None:
+    w = b.sized(48, 25, 3, subscriptions_per_topic=4, partitions=2)
+    summary = generate(
+        tmp_path,
+        events=w.events,
+        topics=w.topics,
+        partitions=w.partitions,
+        subscriptions_per_topic=w.subscriptions_per_topic,
+        seed=w.seed,
+        files=w.batches,
+    )
+    assert summary.subscriptions == w.subscriptions == 48
+    assert [sum(1 for _ in p.open()) for p in summary.files] == [25, 25, 25]
+
+
+def test_warmup_and_sustained() -> None:
+    assert b.warmup_and_sustained([10.0, 300.0, 100.0, 200.0]) == (10.0, 200.0)
+    assert b.warmup_and_sustained([10.0, 300.0, 100.0]) == (10.0, 200.0)
+    assert b.warmup_and_sustained([7.0]) == (7.0, None)
+    with pytest.raises(ValueError):
+        b.warmup_and_sustained([])
+
+
+def test_ratio() -> None:
+    assert b.ratio(150.0, 300.0) == 0.5
+    assert b.ratio(None, 300.0) is None
+    assert b.ratio(1.0, 0.0) is None
+    assert b.ratio(1.0, None) is None
+
+
+def test_batch_and_phase_lines() -> None:
+    t = b.BatchTiming(batch_id=2, rows=1_000_000, seconds=4.0)
+    assert t.events_per_second == 250_000
+    line = b.batch_line("ackstate", t, first=False)
+    assert "batch 2:" in line and "1,000,000 events" in line and "250,000 events/s" in line
+    assert "warm-up" not in line
+    assert "warm-up" in b.batch_line("ackstate", t, first=True)
+    assert b.BatchTiming(0, 5, 0.0).events_per_second == 0.0
+    phases = b.phases_line([("read", 1.0), ("validate and apply", 2.5)], 4.0)
+    assert phases.strip() == "phases (s): read 1.00, validate and apply 2.50 (sum 3.50 s of 4.00 s)"
+
+
+def test_figures_take_the_median_over_batches_after_the_first_then_over_runs() -> None:
+    def run(ack: list[float], thru: list[float]) -> b.RunResult:
+        return b.RunResult(
+            ackstate=[b.BatchTiming(i, int(r), 1.0) for i, r in enumerate(ack)],
+            passthrough=[b.BatchTiming(i, int(r), 1.0) for i, r in enumerate(thru)],
+        )
+
+    figs = {
+        f.name.split(",")[0] + (" first" if "first" in f.name else ""): f
+        for f in b.figures(
+            b.QUICK, [run([10, 100, 300], [20, 400, 400]), run([10, 200, 200], [20, 400, 400])]
+        )
+    }
+    assert figs["ackstate ingest"].value == 200  # run medians 200 and 200
+    assert figs["Spark pass-through"].value == 400
+    assert figs["ackstate / pass-through"].value == 0.5
+    assert figs["ackstate ingest first"].value == 10
+    assert figs["ackstate ingest"].target == ">= 250,000"
+    assert "ratio" in figs["ackstate / pass-through"].line()
+
+
+def test_phase_log_collects_the_ingest_debug_lines() -> None:
+    import logging
+
+    log = logging.getLogger("ackstate.ingest")
+    before = (log.level, log.propagate, list(log.handlers))
+    with b.capture_ingest_log() as (phase_log, _):
+        log.debug("batch %d: %s took %.2f s", 3, "read", 1.25)
+        log.debug("batch %d: %s took %.2f s", 3, "merge cursors", 0.5)
+        log.debug("something else %d", 3)
+    assert phase_log.phases == {3: [("read", 1.25), ("merge cursors", 0.5)]}
+    assert (log.level, log.propagate, list(log.handlers)) == before

@@ -1,0 +1,274 @@
+"""The streaming ingest on real Spark and Delta: results, replays, crashes.
+
+Crash safety is tested by stopping the job at kill points between its writes (in process, by
+an exception inside the micro-batch, and once as a real ``os._exit`` of a separate process) and
+restarting it on the same checkpoint: the tables must equal those of a run that was never
+stopped. Columns that record wall-clock time or the writing query are left out of the
+comparison; everything else must be identical.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from pyspark.errors import StreamingQueryException
+
+from engine import EngineSettings, EventBatch, PartitionState
+from jobs.bench.generate import MALFORMED_KEY, RAW_KEY, iter_events
+from jobs.ingest.batch import BatchWriter
+from jobs.ingest.options import IngestOptions
+from jobs.ingest.query import start_ingest
+from jobs.platform.tables import read_table
+from schemas.tables import TABLES
+from tests.jobs.ingest.killed_cli import KILL_AT_ENV
+from tests.jobs.warehouse import crash_at
+
+pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
+
+LINEAGE = {
+    "query_id",
+    "batch_id",
+    "updated_at",
+    "rejected_at",
+    "started_at",
+    "finished_at",
+    "duration_ms",
+    "rows_per_second",
+}
+FILES = 2
+
+
+def _write_source(source: Path, records: list[dict], files: int = FILES, prefix: str = "events") -> None:
+    source.mkdir(parents=True, exist_ok=True)
+    size = -(-len(records) // files)
+    for i in range(files):
+        with open(source / f"{prefix}-{i:03d}.jsonl", "w") as fh:
+            for record in records[i * size : (i + 1) * size]:
+                fh.write((record[RAW_KEY] if RAW_KEY in record else json.dumps(record)) + "\n")
+
+
+def _generated() -> tuple[list[dict], list[dict]]:
+    """(every record as written, the well-formed ones) of a small generated workload."""
+    records = list(
+        iter_events(
+            events=800, topics=2, partitions=2, subscriptions_per_topic=2, malformed_rate=0.02, seed=11
+        )
+    )
+    written = [{k: v for k, v in r.items() if k != MALFORMED_KEY} if RAW_KEY not in r else r for r in records]
+    return written, [r for r in records if MALFORMED_KEY not in r]
+
+
+@pytest.fixture(scope="module")
+def workload() -> list[dict]:
+    return _generated()[0]
+
+
+@pytest.fixture(scope="module")
+def well_formed() -> list[dict]:
+    return _generated()[1]
+
+
+def _options(source: Path, warehouse: Path, checkpoint: Path | None = None) -> IngestOptions:
+    return IngestOptions(
+        source=str(source),
+        warehouse=warehouse,
+        max_files_per_trigger=1,
+        checkpoint=str(checkpoint) if checkpoint else None,
+        settings=EngineSettings(),
+    )
+
+
+def _run(spark, options: IngestOptions, kill_at: str | None = None) -> None:
+    on_phase = crash_at(kill_at) if kill_at is not None else None
+    query = start_ingest(spark, options, BatchWriter(options, on_phase=on_phase))
+    if kill_at is None:
+        query.awaitTermination()
+        assert query.exception() is None
+        return
+    with pytest.raises(StreamingQueryException, match="simulated crash"):
+        query.awaitTermination()
+
+
+def snapshot(spark, warehouse: Path) -> dict[str, list[tuple]]:
+    """Every table's rows without lineage columns, sorted: what 'identical tables' means."""
+    out = {}
+    for name, schema in TABLES.items():
+        columns = [f.name for f in schema.fields if f.name not in LINEAGE]
+        rows = read_table(spark, warehouse, name).select(*columns).collect()
+        out[name] = sorted(tuple(json.dumps(v, default=str) for v in row) for row in rows)
+    return out
+
+
+@pytest.fixture(scope="module")
+def clean_run(spark, workload, tmp_path_factory):
+    base = tmp_path_factory.mktemp("clean")
+    _write_source(base / "source", workload)
+    options = _options(base / "source", base / "warehouse")
+    _run(spark, options)
+    return base, snapshot(spark, base / "warehouse")
+
+
+def test_state_matches_the_engine_applied_directly(spark, workload, well_formed, clean_run):
+    base, _tables = clean_run
+    valid = well_formed
+    by_partition: dict[tuple[str, int], list[dict]] = {}
+    for record in valid:
+        by_partition.setdefault((record["topic"], record.get("partition", -1)), []).append(record)
+    cursors = {
+        (r["topic"], r["partition"], r["subscription"]): r
+        for r in read_table(spark, base / "warehouse", "cursors").collect()
+    }
+    ranges = read_table(spark, base / "warehouse", "ack_ranges").collect()
+    checked = 0
+    for (topic, partition), records in by_partition.items():
+        state = PartitionState(topic, partition)
+        state.apply(EventBatch.from_records(records), EngineSettings())
+        for name, cursor in state.cursors.items():
+            row = cursors[(topic, partition, name)]
+            assert row["mark_delete"] == str(cursor.mark_delete)
+            assert row["msg_backlog"] == cursor.backlog(state.ledgers)
+            assert row["non_contiguous_deleted_ranges"] == cursor.non_contiguous_deleted_ranges
+            table_ranges = {
+                r["range"]
+                for r in ranges
+                if (r["topic"], r["partition"], r["subscription"]) == (topic, partition, name)
+            }
+            engine_ranges = {
+                f"({ledger}:{first - 1}..{ledger}:{last}]"
+                for ledger, firsts, lasts in cursor.acked.runs()
+                for first, last in zip(firsts.tolist(), lasts.tolist(), strict=True)
+            }
+            assert table_ranges == engine_ranges
+            checked += 1
+    assert checked >= 4
+    batches = read_table(spark, base / "warehouse", "ingest_batches").collect()
+    assert len(batches) == FILES
+    assert sum(b["input_rows"] for b in batches) == len(workload)
+    rejected = read_table(spark, base / "warehouse", "rejected_events").count()
+    assert sum(b["rejected_rows"] for b in batches) == rejected
+    assert rejected >= len(workload) - len(valid)  # every malformed record is accounted for
+
+
+def test_feeding_the_same_events_again_changes_no_state(spark, workload, well_formed, clean_run, tmp_path):
+    base, tables = clean_run
+    work = tmp_path / "replay"
+    shutil.copytree(base, work)
+    # the same records under new file names: the file source reads them as new input
+    _write_source(work / "source", workload, prefix="again")
+    _run(spark, _options(work / "source", work / "warehouse", work / "warehouse" / "_checkpoints" / "replay"))
+    after = snapshot(spark, work / "warehouse")
+    for name in ("cursors", "topic_partitions", "ack_ranges", "batch_acks", "ledgers"):
+        assert after[name] == tables[name], name
+    stale = read_table(spark, work / "warehouse", "rejected_events").filter("reason = 'stale_seq'").count()
+    # a new query reads the original files and their copies: every well-formed record twice,
+    # and each time it is refused as a replay
+    assert stale == 2 * len(well_formed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kill_at", ["1:write rejected_events", "1:merge ack_ranges"])
+def test_crash_between_writes_then_restart_equals_a_clean_run(spark, workload, clean_run, tmp_path, kill_at):
+    _, expected = clean_run
+    _write_source(tmp_path / "source", workload)
+    options = _options(tmp_path / "source", tmp_path / "warehouse")
+    _run(spark, options, kill_at=kill_at)
+    _run(spark, options)
+    assert snapshot(spark, tmp_path / "warehouse") == expected
+
+
+@pytest.mark.slow
+def test_killed_process_between_state_and_projections_restarts_exactly(spark, workload, clean_run, tmp_path):
+    """A real kill: the ingest process exits abruptly after writing `cursors` in batch 1, before
+    `topic_partitions` and the projections; a restarted process must complete it exactly."""
+    _, expected = clean_run
+    _write_source(tmp_path / "source", workload)
+    cmd = [
+        sys.executable,
+        str(Path(__file__).with_name("killed_cli.py")),
+        "ingest",
+        "--source",
+        str(tmp_path / "source"),
+        "--warehouse",
+        str(tmp_path / "warehouse"),
+        "--max-files-per-trigger",
+        "1",
+    ]
+    env = {**os.environ, KILL_AT_ENV: "1:merge cursors"}
+    killed = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert killed.returncode == 137, killed.stderr[-2000:]
+    env.pop(KILL_AT_ENV)
+    restarted = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert restarted.returncode == 0, restarted.stderr[-2000:]
+    assert snapshot(spark, tmp_path / "warehouse") == expected
+
+
+def test_delta_table_source_gives_the_same_state(spark, well_formed, clean_run, tmp_path, caplog):
+    """The same events from a Delta table (format delta) as from JSON Lines, written one table
+    at a time (the clean run writes them concurrently); progress is logged."""
+    import logging
+
+    from schemas.events import EVENT_SCHEMA
+
+    _, expected = clean_run
+    fields = [f.name for f in EVENT_SCHEMA.fields]
+    rows = [{name: record.get(name) for name in fields} for record in well_formed]
+    source = tmp_path / "events_table"
+    spark.createDataFrame(rows, EVENT_SCHEMA).write.format("delta").save(str(source))
+    options = IngestOptions(
+        source=str(source), warehouse=tmp_path / "warehouse", format="delta", write_threads=1
+    )
+    with caplog.at_level(logging.INFO, logger="ackstate.ingest"):
+        _run(spark, options)
+        deadline = time.time() + 30  # listener events arrive asynchronously
+        while not any("rows in" in m for m in caplog.messages) and time.time() < deadline:
+            time.sleep(0.5)
+    actual = snapshot(spark, tmp_path / "warehouse")
+    for name in (
+        "cursors",
+        "topic_partitions",
+        "ack_ranges",
+        "batch_acks",
+        "ledgers",
+        "consumers",
+        "pending_acks",
+    ):
+        assert actual[name] == expected[name], name
+    assert any("rows in" in m and "rejected" in m for m in caplog.messages), caplog.messages
+
+
+@pytest.mark.slow
+def test_continuous_trigger_applies_files_as_they_arrive(spark, workload, clean_run, tmp_path):
+    """`--trigger continuous`: a processing-time query picks up files written while it runs."""
+    _, expected = clean_run
+    source = tmp_path / "source"
+    source.mkdir()
+    options = IngestOptions(
+        source=str(source),
+        warehouse=tmp_path / "warehouse",
+        trigger="continuous",
+        processing_time="1 second",
+        max_files_per_trigger=1,
+    )
+    query = start_ingest(spark, options)
+    try:
+        # arrives after the query started; renamed in whole, as a file stream source expects
+        _write_source(tmp_path / "staging", workload)
+        for staged in sorted((tmp_path / "staging").iterdir()):
+            staged.rename(source / staged.name)
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            done = read_table(spark, tmp_path / "warehouse", "ingest_batches").count()
+            if done >= FILES:
+                break
+            assert query.exception() is None
+            time.sleep(1)
+    finally:
+        query.stop()
+    assert snapshot(spark, tmp_path / "warehouse") == expected

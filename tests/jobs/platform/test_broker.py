@@ -1,0 +1,46 @@
+"""The Pulsar cache entries of ``ackstate setup --pulsar``: complete, current, or named as missing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from jobs.platform import broker
+from jobs.platform.broker import find_interceptor_nar, find_pulsar_lib
+from jobs.platform.errors import PulsarSetupError
+
+
+def _entry(directory: Path, files: list[str], source: str | None = None) -> None:
+    directory.mkdir(parents=True)
+    for name in files:
+        (directory / name).write_bytes(b"x")
+    (directory / broker.MANIFEST).write_text(json.dumps({"files": files, "source": source}))
+
+
+def test_missing_broker_jars_name_the_setup_command(tmp_path: Path) -> None:
+    with pytest.raises(PulsarSetupError, match=r"ackstate setup --pulsar"):
+        find_pulsar_lib(tmp_path)
+
+
+def test_a_jar_gone_from_the_cache_makes_it_incomplete(tmp_path: Path) -> None:
+    lib = broker.pulsar_lib(tmp_path)
+    _entry(lib, ["a.jar", "b.jar"])
+    assert find_pulsar_lib(tmp_path) == lib
+    (lib / "b.jar").unlink()
+    with pytest.raises(PulsarSetupError):
+        find_pulsar_lib(tmp_path)
+
+
+def test_a_nar_built_from_other_sources_counts_as_missing(tmp_path: Path) -> None:
+    """Tests must never run a broker with a plugin older than interceptor/."""
+    current = broker.interceptor_source_digest()
+    assert current is not None, "interceptor/ is part of the checkout"
+    _entry(broker.interceptor_dir(tmp_path), ["ackstate-interceptor.nar"], source="older")
+    with pytest.raises(PulsarSetupError, match="older than interceptor/"):
+        find_interceptor_nar(tmp_path)
+    (broker.interceptor_dir(tmp_path) / broker.MANIFEST).write_text(
+        json.dumps({"files": ["ackstate-interceptor.nar"], "source": current})
+    )
+    assert find_interceptor_nar(tmp_path).name == "ackstate-interceptor.nar"

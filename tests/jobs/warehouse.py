@@ -1,0 +1,210 @@
+"""Small warehouses built by the real ingest, shared by the compaction, SQL and report tests.
+
+Building one costs an ingest run (seconds per micro-batch), so the generated demo warehouse is
+built once per test session and copied (``shutil.copytree`` keeps file times, and with them
+Delta's commit timestamps) by every test that changes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from jobs.bench.generate import generate
+from jobs.ingest.batch import BatchWriter
+from jobs.ingest.options import IngestOptions
+from jobs.ingest.query import start_ingest
+from jobs.platform.tables import read_table, table_path
+from schemas.tables import TABLES
+
+DEMO_FILES = 3
+_DEMO: dict[str, Path] = {}
+
+
+class SimulatedCrash(RuntimeError):
+    """What ``crash_at`` raises: the batch fails there, as in a crash, and the streaming
+    checkpoint keeps it uncommitted."""
+
+
+def crash_at(point: str) -> Callable[[int, str], None]:
+    """A ``BatchWriter`` ``on_phase`` that fails the batch right after ``<batch id>:<phase>``
+    (e.g. ``1:merge cursors``)."""
+
+    def on_phase(batch_id: int, phase: str) -> None:
+        if f"{batch_id}:{phase}" == point:
+            raise SimulatedCrash(f"simulated crash after {phase} of batch {batch_id}")
+
+    return on_phase
+
+
+def ingest(
+    spark: SparkSession,
+    source: Path,
+    warehouse: Path,
+    *,
+    write_threads: int = 4,
+    kill_at: str | None = None,
+    on_phase: Callable[[int, str], None] | None = None,
+) -> None:
+    """``ackstate ingest --trigger available-now --max-files-per-trigger 1``, in this session.
+
+    ``kill_at`` (``batch:phase``) makes the batch fail there (in process, like a crash: the
+    checkpoint keeps the batch uncommitted); ``on_phase`` runs after each phase of each batch.
+    """
+    options = IngestOptions(
+        source=str(source), warehouse=warehouse, max_files_per_trigger=1, write_threads=write_threads
+    )
+
+    def phases(batch_id: int, phase: str) -> None:
+        if on_phase is not None:
+            on_phase(batch_id, phase)
+        if kill_at is not None:
+            crash_at(kill_at)(batch_id, phase)
+
+    writer = BatchWriter(options, on_phase=phases)
+    query = start_ingest(spark, options, writer)
+    try:
+        query.awaitTermination()
+    except Exception:  # the simulated crash, as StreamingQueryException
+        if kill_at is None:
+            raise
+    if kill_at is None:
+        assert query.exception() is None, query.exception()
+    else:
+        assert "simulated crash" in str(query.exception()), query.exception()
+
+
+def demo_warehouse(spark: SparkSession, root: Path) -> Path:
+    """A generated workload (2 topics x 2 partitions, 2 subscriptions each, some malformed
+    records) ingested in ``DEMO_FILES`` micro-batches; built once per session under ``root``."""
+    if "demo" not in _DEMO:
+        source, warehouse = root / "demo-events", root / "demo-warehouse"
+        generate(
+            source,
+            events=600,
+            topics=2,
+            partitions=2,
+            subscriptions_per_topic=2,
+            malformed_rate=0.02,
+            seed=5,
+            files=DEMO_FILES,
+        )
+        ingest(spark, source, warehouse)
+        _DEMO["demo"] = warehouse
+    return _DEMO["demo"]
+
+
+def copy(warehouse: Path, to: Path) -> Path:
+    shutil.copytree(warehouse, to)
+    return to
+
+
+def snapshot(
+    spark: SparkSession, warehouse: Path, *, exclude: frozenset[str] = frozenset()
+) -> dict[str, list]:
+    """Every table's rows (all columns but ``exclude``), sorted: what 'the same tables' means."""
+    out = {}
+    for name, schema in TABLES.items():
+        columns = [f.name for f in schema.fields if f.name not in exclude]
+        rows = read_table(spark, warehouse, name).select(*columns).collect()
+        out[name] = sorted(tuple(json.dumps(v, default=str) for v in row) for row in rows)
+    return out
+
+
+def write_events(source: Path, files: list[list[dict[str, Any]]], prefix: str = "events") -> None:
+    """One JSON Lines file per list, with increasing modification times (read in that order)."""
+    source.mkdir(parents=True, exist_ok=True)
+    now = time.time()
+    for i, records in enumerate(files):
+        path = source / f"{prefix}-{i:03d}.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+        stamp = now - (len(files) - i)
+        os.utime(path, (stamp, stamp))
+
+
+def append_rows(spark: SparkSession, warehouse: Path, name: str, rows: list[dict[str, Any]]) -> None:
+    """Rows of the table's exact schema, appended as a writer of that table would."""
+    spark.createDataFrame(rows, TABLES[name]).write.format("delta").mode("append").save(
+        table_path(warehouse, name)
+    )
+
+
+def utc(year: int, month: int, day: int, hour: int = 0) -> datetime:
+    """A naive UTC datetime, as Spark returns and takes timestamps in this session (UTC)."""
+    return datetime(year, month, day, hour, tzinfo=UTC).replace(tzinfo=None)
+
+
+class EventLog:
+    """Contract-shaped events with a per-partition ``seq`` and event clock, for hand-made logs."""
+
+    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
+        self.seq: dict[tuple[str, int], int] = {}
+        self.sequence: dict[tuple[str, int], int] = {}  # the producer's sequence id
+        self.clock = start_ms
+        self.n = 0
+
+    def event(self, type_: str, topic: str, partition: int, **fields: Any) -> dict[str, Any]:
+        key = (topic, partition)
+        self.seq[key] = self.seq.get(key, 0) + 1
+        self.clock += 10
+        self.n += 1
+        return {
+            "event_id": f"hand-{self.n}",
+            "seq": self.seq[key],
+            "event_time": self.clock,
+            "type": type_,
+            "topic": topic,
+            "partition": partition,
+            **fields,
+        }
+
+    def subscribe(self, topic: str, partition: int, sub: str, sub_type: str, initial: str) -> dict[str, Any]:
+        return self.event(
+            "SUBSCRIBE",
+            topic,
+            partition,
+            subscription=sub,
+            consumer_id=1,
+            consumer_name=f"{sub}-c1",
+            sub_type=sub_type,
+            initial_position=initial,
+        )
+
+    def publish(self, topic: str, partition: int, ledger: int, entries: range) -> list[dict[str, Any]]:
+        out = []
+        for entry in entries:
+            key = (topic, partition)
+            self.sequence[key] = self.sequence.get(key, -1) + 1
+            out.append(
+                self.event(
+                    "PUBLISH",
+                    topic,
+                    partition,
+                    ledger_id=ledger,
+                    entry_id=entry,
+                    producer_name="producer-1",
+                    sequence_id=self.sequence[key],
+                )
+            )
+        return out
+
+    def ack(
+        self, topic: str, partition: int, sub: str, positions: list[tuple[int, int]], cumulative: bool = False
+    ) -> dict[str, Any]:
+        return self.event(
+            "ACK",
+            topic,
+            partition,
+            subscription=sub,
+            consumer_id=1,
+            ack_type="Cumulative" if cumulative else "Individual",
+            message_ids=[{"ledger_id": lid, "entry_id": eid} for lid, eid in positions],
+        )
