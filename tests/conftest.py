@@ -87,3 +87,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     session = get_spark(app_name="ackstate-tests", master="local[2]", extra_conf=conf)
     yield session
     stop_spark()
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> Path:
+    """A fresh, not yet existing, warehouse directory for one test."""
+    return tmp_path / "warehouse"
