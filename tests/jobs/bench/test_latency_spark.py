@@ -15,6 +15,7 @@ from jobs.bench.command import run
 pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
 
 
+@pytest.mark.slow  # many micro-batches: minutes on 2 cores
 def test_latency_bench_prints_the_figure_and_the_phases(
     spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -77,6 +77,7 @@ def run_json(capsys, *argv: str) -> tuple[int, dict]:
     return code, json.loads(out)
 
 
+@pytest.mark.slow  # many micro-batches: minutes on 2 cores
 def test_compaction_changes_no_query_result_and_a_second_run_finds_nothing_to_do(
     spark, demo, tmp_path, capsys
 ):
@@ -127,6 +128,7 @@ def test_compaction_changes_no_query_result_and_a_second_run_finds_nothing_to_do
     assert snapshot(spark, warehouse) == before
 
 
+@pytest.mark.slow  # many micro-batches: minutes on 2 cores
 def test_history_retention_trims_only_rows_older_than_the_retention(spark, demo, tmp_path, capsys):
     warehouse = copy(demo, tmp_path / "warehouse")
     old, recent = utc(2020, 1, 1), utc(2099, 1, 1)  # 2099: younger than any retention
@@ -352,6 +354,7 @@ def _assert_tables_hold(spark, warehouse: Path, states: dict[tuple[str, int], Pa
     assert ledger_rows == expected_ledgers
 
 
+@pytest.mark.slow  # many micro-batches: minutes on 2 cores
 def test_ledger_trim_goes_through_the_engine_and_the_ingest_goes_on(spark, tmp_path, capsys):
     first, second = _trim_workload()
     source, warehouse = tmp_path / "source", tmp_path / "warehouse"
@@ -685,6 +688,7 @@ def test_compaction_during_ingest_loses_nothing(spark, demo, tmp_path):
 
 
 # ---- time travel ----------------------------------------------------------------------------
+@pytest.mark.slow  # many micro-batches: minutes on 2 cores
 def test_time_travel_returns_the_earlier_state_after_compaction(spark, demo, tmp_path, capsys):
     """`internal-stats --as-of TIMESTAMP` answers with the state after the first micro-batch,
     as the engine computes it from the first file alone, also after OPTIMIZE and VACUUM."""

@@ -76,6 +76,7 @@ def _ingest(spark: SparkSession, source: Path, warehouse: Path, implicit: bool) 
     assert query.exception() is None, query.exception()
 
 
+@pytest.mark.slow  # many micro-batches: minutes on 2 cores
 def test_unknown_consumers_are_refused_without_the_option_and_attached_with_it(
     spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -156,6 +156,7 @@ def test_state_matches_the_engine_applied_directly(spark, workload, well_formed,
     assert rejected >= len(workload) - len(valid)  # every malformed record is accounted for
 
 
+@pytest.mark.slow  # many micro-batches: minutes on 2 cores
 def test_feeding_the_same_events_again_changes_no_state(spark, workload, well_formed, clean_run, tmp_path):
     base, tables = clean_run
     work = tmp_path / "replay"
@@ -209,6 +210,7 @@ def test_killed_process_between_state_and_projections_restarts_exactly(spark, wo
     assert snapshot(spark, tmp_path / "warehouse") == expected
 
 
+@pytest.mark.slow  # many micro-batches: minutes on 2 cores
 def test_delta_table_source_gives_the_same_state(spark, well_formed, clean_run, tmp_path, caplog):
     """The same events from a Delta table (format delta) as from JSON Lines, written one table
     at a time (the clean run writes them concurrently); progress is logged."""

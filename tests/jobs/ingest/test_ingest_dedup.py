@@ -221,6 +221,7 @@ def test_malformed_sends_are_rejected_with_their_reason(spark, clean):
     assert reasons["bad-2"][0] == "invalid_value" and "sequence_id -3 < 0" in reasons["bad-2"][1]
 
 
+@pytest.mark.slow  # many micro-batches: minutes on 2 cores
 def test_crash_between_the_producer_writes_then_restart_equals_a_clean_run(spark, clean, tmp_path):
     _, expected = clean
     _write(tmp_path / "source", _stream())
