@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import chain, groupby, islice, repeat
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -850,8 +852,16 @@ class Subscription:
 
     # ---- encoding ----------------------------------------------------------------------
     def encode(self) -> bytes:
-        """Exact, versioned: a JSON head (names, settings) and int64 columns for the bulk."""
+        """Exact, versioned: a JSON head (names, settings) and int64 columns for the bulk.
+
+        Every batch encodes the subscriptions it changed (``udfs.apply.emit_cursor``), so the
+        redeliver-alls still held as columns (``_bulk``) are encoded as columns too: reading
+        ``tracker`` and ``redeliveries`` here would fold a million replays into the dictionaries,
+        the Python objects ``BulkReplay`` exists to avoid. The tables hold the rows, in the order,
+        that materializing first would give, and the state is left as it was (blocks included).
+        """
         consumers = list(self.consumers.values())
+        redeliveries, reasons = self._redelivery_table()
         head = {
             "active": self.active,
             "switch_until": self.switch_until,
@@ -872,44 +882,73 @@ class Subscription:
                 ]
                 for c in consumers
             ],
-            "reasons": [r.reason for r in self.redeliveries.values()],
+            "reasons": reasons,
         }
-        pending = [
-            (
-                c.consumer_id,
-                p.ledger_id,
-                p.entry_id,
-                a.batch_size,
-                a.sticky_key_hash,
-                a.dispatched_at,
-                a.redelivery_count,
-                a.ack_timeout_at,
-            )
-            for c in consumers
-            for p, a in c.pending.items()
-        ]
-        tracker = [(p.ledger_id, p.entry_id, n) for p, n in self.tracker.items()]
-        redeliveries = [
-            (
-                p.ledger_id,
-                p.entry_id,
-                r.consumer_id,
-                r.requested_at,
-                r.due_at,
-                r.redelivery_count,
-                int(r.dead_letter),
-                int(r.scheduled),
-            )
-            for p, r in self.redeliveries.items()
-        ]
         nacks = [(d, c, p.ledger_id, p.entry_id) for d, c, p in self.nacks]
+        tables = (
+            _pending_table(consumers),
+            self._tracker_table(),
+            redeliveries,
+            np.asarray(nacks, dtype=np.int64).reshape(len(nacks), 4),
+        )
         blob = json.dumps(head, separators=(",", ":")).encode()
         parts = [frame(_MAGIC, _VERSION), struct.pack("<I", len(blob)), blob]
-        for rows, width in ((pending, 8), (tracker, 3), (redeliveries, 8), (nacks, 4)):
-            array = np.asarray(rows, dtype=np.int64).reshape(len(rows), width)
-            parts.append(struct.pack("<I", len(rows)))
-            parts.append(array.astype("<i8").tobytes())
+        for table in tables:
+            parts.append(struct.pack("<I", len(table)))
+            parts.append(table.astype("<i8", copy=False).tobytes())
         return b"".join(parts)
+
+    def _tracker_table(self) -> np.ndarray:
+        """``tracker`` as (ledger, entry, count) rows, without materializing ``_bulk``: the
+        dictionary's entries, then each block's counts written over them in turn, as
+        ``_materialize``'s ``update`` does (a position already counted keeps its row and takes
+        the new count; a new one is added at the end, in the block's order)."""
+        tracker, blocks = self._tracker, self._bulk
+        n = len(tracker)
+        if not (n or blocks):
+            return np.empty((0, 3), dtype=np.int64)
+        table = _int64_rows(map(tuple.__add__, tracker, zip(tracker.values())), n, 3)
+        if not blocks:
+            return table
+        ledgers = np.concatenate([table[:, 0], *(b.ledgers for b in blocks)])
+        entries = np.concatenate([table[:, 1], *(b.entries for b in blocks)])
+        counts = np.concatenate([table[:, 2], *(b.counts for b in blocks)])
+        kept = _last_writes(ledgers, entries)
+        if kept is not None:  # the usual case: some were counted before
+            ledgers, entries, counts = ledgers[kept], entries[kept], counts[kept]
+        return np.column_stack((ledgers, entries, counts))
+
+    def _redelivery_table(self) -> tuple[np.ndarray, list[str]]:
+        """``redeliveries`` as rows of 8 int64 columns (ledger, entry, consumer id, requested,
+        due, count, dead letter, scheduled) and the reason of each row, without materializing
+        ``_bulk``: the dictionary's rows, then each block's (``BulkReplay.rows``) written over
+        them in turn, as ``_materialize``'s ``update`` does."""
+        replays, blocks = self._redeliveries, self._bulk
+        n = len(replays)
+        if not (n or blocks):
+            return np.empty((0, 8), dtype=np.int64), []
+        rows = list(replays.values())
+        table = _int64_rows(map(tuple.__add__, replays, map(_REDELIVERY_FIELDS, rows)), n, 8)
+        reasons = list(map(attrgetter("reason"), rows))
+        if not blocks:
+            return table, reasons
+        sizes = [len(b) for b in blocks]
+        ledgers = np.concatenate([table[:, 0], *(b.ledgers for b in blocks)])
+        entries = np.concatenate([table[:, 1], *(b.entries for b in blocks)])
+        written = np.empty((sum(sizes), 6), dtype=np.int64)
+        written[:, 0] = np.repeat(np.asarray([b.consumer_id for b in blocks], dtype=np.int64), sizes)
+        due = np.repeat(np.asarray([b.due for b in blocks], dtype=np.int64), sizes)
+        written[:, 1] = written[:, 2] = due  # requested and due at once
+        written[:, 3] = np.concatenate([b.counts for b in blocks])
+        written[:, 4:] = 0  # not dead-lettered, not a scheduled timer
+        values = np.concatenate((table[:, 2:], written))
+        for block in blocks:
+            reasons.extend(repeat(block.reason, len(block)))
+        kept = _last_writes(ledgers, entries)
+        if kept is not None:  # not while ``__init__``'s rule holds: blocks hold no replayed position
+            ledgers, entries, values = ledgers[kept], entries[kept], values[kept]
+            reasons = np.asarray(reasons, dtype=object)[kept].tolist()
+        return np.column_stack((ledgers, entries, values)), reasons
 
     @classmethod
     def decode(cls, data: bytes | None) -> Subscription:
@@ -921,7 +960,7 @@ class Subscription:
         tables = []
         for width in (8, 3, 8, 4):
             n = reader.u32()
-            tables.append(reader.int64s(n * width).reshape(n, width).tolist())
+            tables.append(reader.int64s(n * width).reshape(n, width))
         reader.end()
         try:
             sub._read_head_and_rows(json.loads(head_json), *tables)
@@ -932,12 +971,16 @@ class Subscription:
     def _read_head_and_rows(
         self,
         head: dict[str, Any],
-        pending: list[list[int]],
-        tracker: list[list[int]],
-        redeliveries: list[list[int]],
-        nacks: list[list[int]],
+        pending: np.ndarray,
+        tracker: np.ndarray,
+        redeliveries: np.ndarray,
+        nacks: np.ndarray,
     ) -> None:
-        """``decode``'s second half: the JSON head and the four row tables into this state."""
+        """``decode``'s second half: the JSON head and the four row tables into this state.
+
+        The tables are read a column at a time into the dictionaries (``dict.update`` of zipped
+        columns, the same entries in the same order as an assignment per row): after a
+        redeliver-all of a million pending acks, a row at a time was seconds of Python."""
         sub = self
         sub.active = head["active"]
         sub.switch_until = head["switch_until"]
@@ -959,18 +1002,23 @@ class Subscription:
                 blocked,
                 implicit=bool(rest and rest[0]),
             )
-        for cid, ledger, entry, size_, sticky, at, count, timeout_at in pending:
-            pos = Position(ledger, entry)
-            sub.consumers[cid].pending[pos] = PendingAck(size_, sticky, at, count, timeout_at)
-            sub.holder[pos] = cid
-        sub._tracker = {Position(ledger, entry): n for ledger, entry, n in tracker}
-        for reason, (ledger, entry, cid, requested, due, count, dead, scheduled) in zip(
-            head["reasons"], redeliveries, strict=True
-        ):
-            sub._redeliveries[Position(ledger, entry)] = Redelivery(
-                cid, reason, requested, due, count, bool(dead), bool(scheduled)
-            )
-        sub.nacks = [(d, c, Position(ledger, entry)) for d, c, ledger, entry in nacks]
+        # pending acks: encoded consumer by consumer, each run of one consumer id at once
+        cids, ledgers, entries, *fields = pending.T.tolist()
+        positions = positions_of(ledgers, entries)
+        acks = list(map(PendingAck, *fields))
+        held = zip(positions, acks, strict=True)
+        for cid, run in groupby(cids):
+            sub.consumers[cid].pending.update(islice(held, len(list(run))))
+        sub.holder.update(zip(positions, cids, strict=True))
+        ledgers, entries, counts = tracker.T.tolist()
+        sub._tracker = dict(zip(positions_of(ledgers, entries), counts, strict=True))
+        reasons = list(head["reasons"])
+        if len(reasons) != len(redeliveries):
+            raise ValueError(f"{len(reasons)} reasons for {len(redeliveries)} redeliveries")
+        ledgers, entries, cids, requested, due, counts, dead, scheduled = redeliveries.T.tolist()
+        rows = map(Redelivery, cids, reasons, requested, due, counts, map(bool, dead), map(bool, scheduled))
+        sub._redeliveries = dict(zip(positions_of(ledgers, entries), rows, strict=True))
+        sub.nacks = [(d, c, Position(ledger, entry)) for d, c, ledger, entry in nacks.tolist()]
 
 
 def _dead_letter(consumer: Consumer, pending: PendingAck) -> bool:
@@ -978,3 +1026,64 @@ def _dead_letter(consumer: Consumer, pending: PendingAck) -> bool:
     to the dead-letter topic on its next redelivery request instead of coming back."""
     limit = consumer.max_redeliver_count
     return limit > 0 and pending.redelivery_count >= limit
+
+
+# the encoded int64 columns of a ``PendingAck`` and of a ``Redelivery`` after the position
+_PENDING_FIELDS = attrgetter(
+    "batch_size", "sticky_key_hash", "dispatched_at", "redelivery_count", "ack_timeout_at"
+)
+_REDELIVERY_FIELDS = attrgetter(
+    "consumer_id", "requested_at", "due_at", "redelivery_count", "dead_letter", "scheduled"
+)
+
+
+def _int64_rows(rows: Iterable[tuple[int, ...]], n: int, width: int) -> np.ndarray:
+    """``n`` tuples of ``width`` ints (bools as 0/1) as an (n, width) int64 table: one flat
+    ``fromiter``, where ``np.asarray`` of the list of tuples takes twice as long for a million."""
+    return np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=n * width).reshape(n, width)
+
+
+def _pending_table(consumers: list[Consumer]) -> np.ndarray:
+    """Every pending ack as (consumer id, ledger, entry, batch size, sticky key hash, dispatched,
+    count, ack timeout) rows, consumer by consumer, each in its dictionary's order."""
+    holding = [c for c in consumers if c.pending]
+    n = sum(len(c.pending) for c in holding)
+    table = np.empty((n, 8), dtype=np.int64)
+    if n:
+        acks = (map(tuple.__add__, c.pending, map(_PENDING_FIELDS, c.pending.values())) for c in holding)
+        table[:, 1:] = _int64_rows(chain.from_iterable(acks), n, 7)
+        start = 0
+        for consumer in holding:
+            end = start + len(consumer.pending)
+            table[start:end, 0] = consumer.consumer_id
+            start = end
+    return table
+
+
+def _last_writes(ledgers: np.ndarray, entries: np.ndarray) -> np.ndarray | None:
+    """The rows a dictionary keyed by position ends up with when written with these keys in this
+    order (filled, then ``update``d by each ``BulkReplay``): in its iteration order, which keeps a
+    key where it was first written, the index of each key's last write (the value it holds).
+    None when no key is written twice: then the dictionary is the writes, in order.
+
+    Positions are sorted stably as one packed int64 each (sorted runs, as the blocks are, make
+    that a merge), or as two columns when an entry id is beyond ``packed_keys``' range."""
+    n = ledgers.size
+    if n < 2:
+        return None
+    if entries.min() >= -1 and entries.max() < 2**32 - 1:
+        keys = packed_keys(ledgers, entries, np.unique(ledgers))
+        order = np.argsort(keys, kind="stable")  # the writes of one position in write order
+        keys = keys[order]
+        differs = keys[1:] != keys[:-1]
+    else:
+        order = np.lexsort((entries, ledgers))
+        ledgers, entries = ledgers[order], entries[order]
+        differs = (ledgers[1:] != ledgers[:-1]) | (entries[1:] != entries[:-1])
+    if differs.all():
+        return None
+    first = np.concatenate(([True], differs))
+    last = np.concatenate((differs, [True]))
+    last_of = np.full(n, -1, dtype=np.intp)  # at each position's first write: its last write
+    last_of[order[first]] = order[last]
+    return last_of[last_of >= 0]

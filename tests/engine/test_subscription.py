@@ -6,18 +6,25 @@ reads the engine's state; the rule each one pins is named in its docstring.
 
 from __future__ import annotations
 
+import copy
+import json
+import struct
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import Cursor, EngineSettings, EventBatch, PartitionState, Position
+from engine.codec import frame
 from engine.subscription import (
     ACK_TIMEOUT,
     CONSUMER_CLOSED,
     NACK,
     REDELIVER,
+    BulkReplay,
+    Changes,
     Consumer,
     Subscription,
     SubscriptionSettings,
@@ -646,7 +653,8 @@ def test_redeliver_all_is_redeliver_with_every_pending_id(ops, cids, after):
     assert bulk.is_empty() == one_by_one.is_empty()
     _apply_ops(cursor, bulk, settings, after)
     _apply_ops(cursor, one_by_one, settings, after)
-    assert bulk.encode() == one_by_one.encode()
+    assert bulk.encode() == one_by_one.encode()  # encode leaves any blocks as columns
+    assert bulk.redeliveries == one_by_one.redeliveries  # reading them by position materializes
     assert bulk.holder == one_by_one.holder
     assert bulk.changes.all_redeliveries() == dict(one_by_one.changes.redeliveries)
     assert list(bulk.changes.redeliveries.items()) == list(one_by_one.changes.redeliveries.items())
@@ -678,3 +686,206 @@ def test_redeliver_all_of_overlapping_pending_acks_takes_the_eager_path():
     # (the unacked counts differ, as before: a redeliver-all zeroes it, ids subtract each entry)
     assert bulk.redeliveries == one_by_one.redeliveries and bulk.tracker == one_by_one.tracker
     assert bulk.changes.all_redeliveries() == one_by_one.changes.all_redeliveries()
+
+
+def _encode_by_position(sub: Subscription) -> bytes:
+    """``Subscription.encode`` as it was before it read ``BulkReplay`` columns: the
+    redeliver-alls materialized into the dictionaries (reading ``tracker`` and
+    ``redeliveries``), then a Python tuple per row. Run on a copy: materializing changes it."""
+    sub = copy.deepcopy(sub)
+    consumers = list(sub.consumers.values())
+    head = {
+        "active": sub.active,
+        "switch_until": sub.switch_until,
+        "next_order": sub.next_order,
+        "consumers": [
+            [
+                c.consumer_id,
+                c.name,
+                c.priority,
+                c.order,
+                c.subscribed_at,
+                c.ack_timeout_ms,
+                c.nack_delay_ms,
+                c.max_redeliver_count,
+                c.unacked,
+                c.blocked,
+                c.implicit,
+            ]
+            for c in consumers
+        ],
+        "reasons": [r.reason for r in sub.redeliveries.values()],
+    }
+    pending = [
+        (
+            c.consumer_id,
+            p.ledger_id,
+            p.entry_id,
+            a.batch_size,
+            a.sticky_key_hash,
+            a.dispatched_at,
+            a.redelivery_count,
+            a.ack_timeout_at,
+        )
+        for c in consumers
+        for p, a in c.pending.items()
+    ]
+    tracker = [(p.ledger_id, p.entry_id, n) for p, n in sub.tracker.items()]
+    redeliveries = [
+        (
+            p.ledger_id,
+            p.entry_id,
+            r.consumer_id,
+            r.requested_at,
+            r.due_at,
+            r.redelivery_count,
+            int(r.dead_letter),
+            int(r.scheduled),
+        )
+        for p, r in sub.redeliveries.items()
+    ]
+    nacks = [(d, c, p.ledger_id, p.entry_id) for d, c, p in sub.nacks]
+    blob = json.dumps(head, separators=(",", ":")).encode()
+    parts = [frame(b"AKS", 1), struct.pack("<I", len(blob)), blob]
+    for rows, width in ((pending, 8), (tracker, 3), (redeliveries, 8), (nacks, 4)):
+        array = np.asarray(rows, dtype=np.int64).reshape(len(rows), width)
+        parts.append(struct.pack("<I", len(rows)))
+        parts.append(array.astype("<i8").tobytes())
+    return b"".join(parts)
+
+
+def _materialized(sub: Subscription) -> tuple[Any, ...]:
+    """What materializing a copy of ``sub`` leaves: the dictionaries and the batch's changes."""
+    sub = copy.deepcopy(sub)
+    return (
+        list(sub.tracker.items()),
+        list(sub.redeliveries.items()),
+        list(sub.changes.redeliveries.items()),
+        sub.changes.bulk,
+    )
+
+
+def _restored(sub: Subscription) -> str:
+    """What ``decode`` restores of (a materialized copy of) ``sub``, as a ``repr``: the entries
+    of every dictionary in their order, with their types (``Position`` keys, bool flags); the
+    ``holder`` index is rebuilt from the pending acks, consumer by consumer, so only its content."""
+    sub = copy.deepcopy(sub)
+    fields = (sub.consumers, sorted(sub.holder.items()), sub.tracker, sub.redeliveries, sub.nacks)
+    return repr((*fields, sub.active, sub.switch_until, sub.next_order))
+
+
+def _assert_encode_reads_the_columns(sub: Subscription) -> bytes:
+    """``encode`` gives the bytes of materialize-then-encode, and leaves the state as it was:
+    the same blocks as columns, which materialize afterwards as they would have before."""
+    blocks, pending_blocks = list(sub._bulk), list(sub.changes.bulk)
+    expected, materialized = _encode_by_position(sub), _materialized(sub)
+    encoded = sub.encode()
+    assert encoded == expected
+    assert len(sub._bulk) == len(blocks) and all(a is b for a, b in zip(sub._bulk, blocks, strict=True))
+    assert all(a is b for a, b in zip(sub.changes.bulk, pending_blocks, strict=True))
+    assert len(sub.changes.bulk) == len(pending_blocks)
+    assert _materialized(sub) == materialized
+    decoded = Subscription.decode(encoded)
+    assert _restored(decoded) == _restored(sub)
+    assert decoded.encode() == encoded
+    return encoded
+
+
+_TIMED_OP = st.tuples(
+    st.sampled_from(["DISPATCH", "DISPATCH", "ACK", "NACK", "REDELIVER", "REDELIVER_ALL", "TIMERS", "CLOSE"]),
+    st.sampled_from([1, 2, 3]),
+    st.integers(0, 8),  # few positions: a redeliver-all often takes back ones counted before
+)
+# rounds of a few ops, each ended by a consumer's redeliver-all (an empty round: two in a row)
+_TIMED_OPS = st.lists(st.tuples(st.lists(_TIMED_OP, max_size=8), st.sampled_from([1, 2, 3])), max_size=8).map(
+    lambda rounds: [op for ops, cid in rounds for op in (*ops, ("REDELIVER_ALL", cid, 0))]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_TIMED_OPS)
+def test_encode_of_redeliver_alls_as_columns_is_the_encode_of_the_materialized_state(ops):
+    """``encode`` builds the tracker and replay tables (and the head's reasons) from the
+    dictionaries and the ``BulkReplay`` columns without materializing them: after any sequence of
+    dispatches, acks, nacks, redeliveries with ids and redeliver-alls (several blocks in a row,
+    over positions counted before), fired nack and ack-timeout timers, and consumers closing and
+    coming back, its bytes are those of materializing first, and the state is left unchanged."""
+    settings_ = SubscriptionSettings(max_unacked_messages_per_consumer=3)
+    cursor = Cursor("Shared", Position(5, 1))
+    sub = Subscription()
+
+    def consumer(cid: int, now: int) -> Consumer:
+        # consumer 3's ack timeout fires with the timers, like everyone's 100 ms nack delay
+        return Consumer(
+            cid,
+            f"c{cid}",
+            0,
+            0,
+            now,
+            ack_timeout_ms=150 if cid == 3 else 0,
+            nack_delay_ms=100,
+            max_redeliver_count=2,
+        )
+
+    for cid in (1, 2, 3):
+        sub.subscribe(cursor, consumer(cid, 0), "Shared", cid, settings_)
+    now = 1_000
+    for seq, (kind, cid, entry) in enumerate(ops, start=10):
+        now += 1
+        if kind == "CLOSE":
+            if cid in sub.consumers:
+                sub.close(cursor, cid, seq, now, settings_)
+            else:
+                sub.subscribe(cursor, consumer(cid, now), "Shared", seq, settings_)
+        elif cid not in sub.consumers:
+            continue
+        elif kind == "TIMERS":
+            now += 120
+            sub.fire_timers(cursor, now, settings_)
+        elif kind == "REDELIVER_ALL":
+            sub.redeliver(cursor, cid, None, now, REDELIVER, settings_)
+        else:
+            _apply_ops(cursor, sub, settings_, [(kind, cid, entry)], start=now)
+        _assert_encode_reads_the_columns(sub)
+    if sub._bulk:
+        sub.changes = Changes()  # a new batch: the blocks are no longer this batch's changes
+        _assert_encode_reads_the_columns(sub)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    _OPS,
+    st.lists(
+        st.tuples(
+            st.lists(st.tuples(st.integers(0, 17), st.integers(1, 4)), max_size=12),
+            st.sampled_from([1, 2, 3]),
+            st.sampled_from([REDELIVER, NACK]),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    st.booleans(),
+)
+def test_encode_folds_blocks_over_rows_the_dictionaries_already_hold(ops, blocks, far):
+    """Hand-made blocks (no event sequence makes them) whose positions are already in the replay
+    set, the tracker or an earlier block, and entry ids beyond ``packed_keys``' range: ``encode``
+    still gives the rows and the order ``_materialize``'s ``dict.update`` calls would, a position
+    written again keeping its first place with its last value and reason."""
+    _, sub, _ = _shared_subscription(ops)
+    for picks, cid, reason, pending in blocks:
+        counts = dict(sorted((Position(5 + e // 6, e % 6), n) for e, n in picks))  # each once
+        if far:
+            counts[Position(7, 2**40)] = 1
+        block = BulkReplay(
+            np.asarray([p.ledger_id for p in counts], dtype=np.int64),
+            np.asarray([p.entry_id for p in counts], dtype=np.int64),
+            np.asarray(list(counts.values()), dtype=np.int64),
+            cid,
+            reason,
+            7_000,
+        )
+        sub._bulk.append(block)
+        if pending:
+            sub.changes.bulk.append(block)
+    _assert_encode_reads_the_columns(sub)
