@@ -328,6 +328,7 @@ def measure_redelivery_set(ctx: Context) -> list[Figure]:
             "acks/s",
         ),
         _figure("redelivery set + UDF rows", [g["udf_rows_seconds"] for g in got], "s"),
+        _figure("encode of the subscription after it", [g["encode_seconds"] for g in got], "s"),
         _figure("numpy sort of the same positions", [g["baseline_sort_seconds"] for g in got], "s"),
         _figure("engine / numpy sort", [g["ratio_engine_to_sort"] for g in got], "ratio"),
     ]
