@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.topic import complete_name, partition_name
 from jobs.platform import locations
+from jobs.platform.delta_writer import DeltaWriter
 from jobs.platform.errors import CompactError
 from jobs.platform.retry import DEFAULT_ATTEMPTS, retry_on_conflict
 from jobs.platform.tables import table_path
@@ -604,6 +605,8 @@ class LedgerTrimmer:
 
     def __init__(self, spark: SparkSession, options: CompactOptions, report: CompactReport, run_id: int):
         self.spark, self.options, self.report, self.run_id = spark, options, report, run_id
+        # its commits carry the run's tag through the session (``compact``), not a txn version
+        self.writer = DeltaWriter(options.warehouse, COMPACT_QUERY_ID, attempts=options.max_attempts)
         self.stamp = datetime.fromtimestamp(run_id / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
 
     def path(self, name: str) -> str:
@@ -846,7 +849,6 @@ class LedgerTrimmer:
     ) -> None:
         """MERGE ``rows`` into ``name``, updating a row only if it is still the row ``read`` held:
         same writer, batch and time (``query_id``, ``batch_id``, ``updated_at``). Never inserts."""
-        from delta.tables import DeltaTable
         from pyspark.sql import functions as F
 
         guards = read.select(
@@ -861,13 +863,9 @@ class LedgerTrimmer:
             + [f"t.`{c}` <=> s.`_read_{c}`" for c in ("query_id", "batch_id", "updated_at")]
         )
         columns = [c for c in rows.columns if c not in keys] + list(lineage)
-        merge = (
-            DeltaTable.forPath(self.spark, self.path(name))
-            .alias("t")
-            .merge(source.alias("s"), on)
-            .whenMatchedUpdate(set={c: f"s.`{c}`" for c in columns})
+        self.writer.merge(name, source).on_condition(on).when_matched_update(columns=columns).execute(
+            self.spark
         )
-        retry_on_conflict(lambda: merge.execute(), what=f"trim {name}", attempts=self.options.max_attempts)
 
     def _rewritten(self, name: str, keys: Sequence[str]) -> set[tuple[Any, ...]]:
         """Keys of ``name`` that this run's trim wrote (its ``query_id`` and ``batch_id``)."""
@@ -888,39 +886,19 @@ class LedgerTrimmer:
         """The trim UDF's changes of one projection table, shaped as the ingest writes them."""
         from pyspark.sql import functions as F
 
-        from jobs.ingest.projections import ack_range_rows, batch_ack_rows
-        from schemas.udf import BATCH, RANGE, REDELIVERY
+        from jobs.ingest.projections import PROJECTION
+        from schemas.udf import REDELIVERY
 
-        if kind == RANGE:
-            return ack_range_rows(out)
-        if kind == BATCH:
-            return batch_ack_rows(out)
-        assert kind == REDELIVERY  # the trim only deletes them
-        return out.filter(F.col("kind") == kind).select(*TABLE_KEYS["redeliveries"], "op")
+        if kind == REDELIVERY:  # the trim only deletes them
+            return out.filter(F.col("kind") == kind).select(*TABLE_KEYS["redeliveries"], "op")
+        return PROJECTION[kind].rows(out)
 
     def _merge_changes(self, name: str, changes: DataFrame) -> int:
         """Upsert / delete projection rows by key, as the ingest maintains them; returns the
         number of rows deleted."""
-        from delta.tables import DeltaTable
-
-        from schemas.udf import DELETE
-
         if changes.isEmpty():
             return 0
-        columns = [f.name for f in TABLES[name].fields if f.name in changes.columns]
-        on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in TABLE_KEYS[name])
-        is_delete = f"s.op = '{DELETE}'"
-        merge = (
-            DeltaTable.forPath(self.spark, self.path(name))
-            .alias("t")
-            .merge(changes.alias("s"), on)
-            .whenMatchedDelete(condition=is_delete)
-            .whenMatchedUpdate(condition=f"NOT ({is_delete})", set={c: f"s.`{c}`" for c in columns})
-            .whenNotMatchedInsert(condition=f"NOT ({is_delete})", values={c: f"s.`{c}`" for c in columns})
-        )
-        metrics = retry_on_conflict(
-            lambda: merge.execute().first(), what=f"trim {name}", attempts=self.options.max_attempts
-        )
+        metrics = self.writer.merge(name, changes).changes().execute(self.spark)
         return int(metrics["num_deleted_rows"] or 0) if metrics is not None else 0
 
 

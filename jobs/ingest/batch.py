@@ -39,47 +39,18 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.compact.compaction import CompactOptions
 from jobs.ingest.options import IngestOptions
-from jobs.ingest.producers import write_producer_tables
-from jobs.ingest.projections import (
-    CONSUMER_TABLES,
-    ack_range_rows,
-    batch_ack_rows,
-    consumer_table_rows,
-    cursor_rows,
-    ledger_rows,
-    partition_rows,
-    refusals,
-    state_input,
-)
+from jobs.ingest.projections import PROJECTIONS, Projection, refusals, state_input
 from jobs.ingest.recovery import pinned_versions, read_tag, read_versions
 from jobs.platform import progress
-from jobs.platform.retry import retry_on_conflict
-from jobs.platform.tables import read_table, table_path
-from schemas.tables import REJECTED_EVENT_COLUMNS, TABLES
-from schemas.udf import (
-    ACTIVE_CHANGE,
-    APPLY_EVENT_COLUMNS,
-    APPLY_OUTPUT,
-    BATCH,
-    CONSUMER,
-    CURSOR,
-    DELETE,
-    LATE_RECEIPT,
-    LEDGER,
-    PARTITION,
-    PENDING,
-    PRODUCER,
-    RANGE,
-    RECEIPT,
-    REDELIVERY,
-)
+from jobs.platform.delta_writer import DeltaWriter
+from jobs.platform.tables import read_table
+from schemas.tables import REJECTED_EVENT_COLUMNS
+from schemas.udf import APPLY_EVENT_COLUMNS, APPLY_OUTPUT, CURSOR, PARTITION
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("ackstate.ingest")
-
-_MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 
 
 @dataclass(frozen=True)
@@ -159,9 +130,14 @@ class BatchWriter:
         self._first_batch = True
         self._written = 0  # batches with input, for [ingest] compact_every
         self._sessions: list[SparkSession] = []  # for concurrent writes (_write_sessions)
+        self.writer = DeltaWriter(options.warehouse, options.app_id, on_write=self._written_one)
         self.repeats: int | None = -1
         """The batch an earlier run began and did not commit (set by ``start_ingest`` from the
         checkpoint; None: none; -1: unknown, so the first batch looks for its own commits)."""
+
+    def _written_one(self, what: str, began: float) -> None:
+        """A table write ended: a phase of its own, beside the others (``_Phases.done``)."""
+        self._phases.done(what, since=began)
 
     def __call__(self, raw: DataFrame, batch_id: int) -> None:
         spark = raw.sparkSession
@@ -373,7 +349,7 @@ class BatchWriter:
             F.to_timestamp(F.lit(started)).alias("started_at"),
             F.current_timestamp().alias("finished_at"),
         )
-        self.append(row, "ingest_batches", batch_id, tag)
+        self.writer.append(spark, "ingest_batches", row, version=batch_id, tag=tag)
         return figures
 
     # ---- the table writes of a batch ---------------------------------------------------------
@@ -386,38 +362,42 @@ class BatchWriter:
         each is a pure function of the batch and the state it started from, so they may
         commit in any order and a crash between any two of them is repaired by the re-run
         (module docstring). Only ``ingest_batches``, written after all of them, marks the
-        batch done.
+        batch done. Projections of one table (``send_receipts``: the batch's receipts, then
+        the answers to earlier ones) are one write, in ``PROJECTIONS`` order.
         """
         writes: list[tuple[str, _Write]] = []
-
-        def add(table: str, kind: str | None, fn: _Write) -> None:
-            if kind is None or kind in kinds:
-                writes.append((table, fn))
-
         if any_rejects:
-            add("rejected_events", None, lambda s, f: self._write_rejects(s, f, lineage, batch_id, tag))
-        add("cursors", CURSOR, lambda s, f: self._write_cursors(s, f.out, lineage, batch_id, tag))
-        add(
-            "topic_partitions",
-            PARTITION,
-            lambda s, f: self._write_partitions(s, f.out, lineage, batch_id, tag),
-        )
-        if PRODUCER in kinds or RECEIPT in kinds or LATE_RECEIPT in kinds:
-            add(
-                "producers",
-                None,
-                lambda s, f: write_producer_tables(self, s, f.out, kinds, batch_id, tag, lineage),
-            )
-        add("ack_ranges", RANGE, lambda s, f: self._write_ranges(s, f.out, batch_id, tag))
-        add("batch_acks", BATCH, lambda s, f: self._write_batch_acks(s, f.out, batch_id, tag))
-        add("ledgers", LEDGER, lambda s, f: self._write_ledgers(s, f.out, batch_id, tag))
-        for kind in (CONSUMER, PENDING, REDELIVERY, ACTIVE_CHANGE):
-            add(
-                CONSUMER_TABLES[kind],
-                kind,
-                lambda s, f, k=kind: self._write_consumer_table(s, f.out, k, lineage, batch_id, tag),
-            )
+            writes.append(("rejected_events", lambda s, f: self._write_rejects(s, f, lineage, batch_id, tag)))
+        by_table: dict[str, list[Projection]] = {}
+        for projection in PROJECTIONS:
+            if projection.kind in kinds:
+                by_table.setdefault(projection.table, []).append(projection)
+        for table, projections in by_table.items():
+
+            def write(s: SparkSession, f: _Frames, projections: list[Projection] = projections) -> None:
+                for projection in projections:
+                    self._project(s, f.out, projection, lineage, batch_id, tag)
+
+            writes.append((table, write))
         return writes
+
+    def _project(
+        self,
+        spark: SparkSession,
+        out: DataFrame,
+        projection: Projection,
+        lineage: list[Any],
+        batch_id: int,
+        tag: str,
+    ) -> None:
+        """Write one projection of the batch's UDF rows, as ``PROJECTIONS`` declares it."""
+        rows = projection.rows(out, lineage)
+        if projection.write is None:
+            self.writer.append(spark, projection.table, rows, version=batch_id, tag=tag)
+        else:
+            projection.write(self.writer.merge(projection.table, rows)).execute(
+                spark, version=batch_id, tag=tag
+            )
 
     def _run_writes(
         self, spark: SparkSession, frames: _SharedFrames, writes: list[tuple[str, _Write]]
@@ -478,140 +458,10 @@ class BatchWriter:
         all_rejects = frames.rejected.select(*REJECTED_EVENT_COLUMNS).unionByName(
             engine_rejects.select(*REJECTED_EVENT_COLUMNS)
         )
-        self.append(
-            all_rejects.select("*", *lineage, F.current_timestamp().alias("rejected_at")),
-            "rejected_events",
-            batch_id,
-            tag,
-        )
-
-    def _write_cursors(
-        self, spark: SparkSession, out: DataFrame, lineage: list[Any], batch_id: int, tag: str
-    ) -> None:
-        always = ["msg_backlog", "last_seq", "last_event_time", "query_id", "batch_id", "updated_at"]
-        self.merge(
+        self.writer.append(
             spark,
-            "cursors",
-            cursor_rows(out, lineage),
-            batch_id,
-            tag,
-            matched=[("s.state_changed", None), ("NOT s.state_changed", always)],
-            insert="s.state_changed",
+            "rejected_events",
+            all_rejects.select("*", *lineage, F.current_timestamp().alias("rejected_at")),
+            version=batch_id,
+            tag=tag,
         )
-
-    def _write_partitions(
-        self, spark: SparkSession, out: DataFrame, lineage: list[Any], batch_id: int, tag: str
-    ) -> None:
-        self.merge(spark, "topic_partitions", partition_rows(out, lineage), batch_id, tag)
-
-    def _write_ranges(self, spark: SparkSession, out: DataFrame, batch_id: int, tag: str) -> None:
-        self.merge_changes(spark, "ack_ranges", ack_range_rows(out), batch_id, tag)
-
-    def _write_batch_acks(self, spark: SparkSession, out: DataFrame, batch_id: int, tag: str) -> None:
-        self.merge_changes(spark, "batch_acks", batch_ack_rows(out), batch_id, tag)
-
-    def _write_ledgers(self, spark: SparkSession, out: DataFrame, batch_id: int, tag: str) -> None:
-        self.merge_changes(spark, "ledgers", ledger_rows(out), batch_id, tag)
-
-    def _write_consumer_table(
-        self,
-        spark: SparkSession,
-        out: DataFrame,
-        kind: str,
-        lineage: list[Any],
-        batch_id: int,
-        tag: str,
-    ) -> None:
-        """One of consumers, pending_acks, redeliveries and active_consumer_changes."""
-        rows = consumer_table_rows(out, kind, lineage)
-        table = CONSUMER_TABLES[kind]
-        if kind in (PENDING, REDELIVERY):
-            self.merge_changes(spark, table, rows, batch_id, tag)
-        else:
-            # an active consumer change is written once and never updated
-            self.merge(spark, table, rows, batch_id, tag, matched=[] if kind == ACTIVE_CHANGE else None)
-
-    def append(self, df: DataFrame, table: str, batch_id: int, tag: str) -> None:
-        began = time.time()
-        (
-            df.select(*[f.name for f in TABLES[table].fields])
-            .write.format("delta")
-            .mode("append")
-            .option("txnAppId", self.options.app_id)
-            .option("txnVersion", batch_id)
-            .option("userMetadata", tag)
-            .save(table_path(self.options.warehouse, table))
-        )
-        self._phases.done(f"write {table}", since=began)
-
-    def merge(
-        self,
-        spark: SparkSession,
-        table: str,
-        source: DataFrame,
-        batch_id: int,
-        tag: str,
-        *,
-        delete_when: str | None = None,
-        matched: list[tuple[str | None, list[str] | None]] | None = None,
-        insert: str | None = None,
-        keys: tuple[str, ...] | None = None,
-        app_id: str | None = None,
-    ) -> None:
-        """MERGE ``source`` into ``table`` on its key, idempotently for (app id, batch id).
-
-        Clauses in order: ``delete_when`` (matched rows to delete), ``matched`` ((condition,
-        columns to set or None for all) updates), then insert unmatched rows where ``insert``.
-        ``keys`` replaces the table's key when rows are matched by another unique column set;
-        ``app_id`` the query's app id for a second write to one table in one batch.
-        """
-        from delta.tables import DeltaTable
-
-        from schemas.tables import TABLE_KEYS
-
-        began = time.time()
-        columns = [f.name for f in TABLES[table].fields]
-        on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in (keys or TABLE_KEYS[table]))
-        merge = (
-            DeltaTable.forPath(spark, table_path(self.options.warehouse, table))
-            .alias("t")
-            .merge(source.alias("s"), on)
-        )
-        if delete_when is not None:
-            merge = merge.whenMatchedDelete(condition=delete_when)
-        for condition, cols in [(None, None)] if matched is None else matched:
-            merge = merge.whenMatchedUpdate(
-                condition=condition, set={c: f"s.`{c}`" for c in (cols or columns)}
-            )
-        merge = merge.whenNotMatchedInsert(condition=insert, values={c: f"s.`{c}`" for c in columns})
-        self._idempotent(spark, batch_id, tag, merge.execute, app_id)
-        self._phases.done(f"merge {table}", since=began)
-
-    def merge_changes(
-        self, spark: SparkSession, table: str, source: DataFrame, batch_id: int, tag: str
-    ) -> None:
-        """MERGE projection changes: rows tagged ``op = delete`` are removed, the rest upserted."""
-        is_delete = f"s.op = '{DELETE}'"
-        self.merge(spark, table, source, batch_id, tag, delete_when=is_delete, insert=f"NOT ({is_delete})")
-
-    def _idempotent(
-        self, spark: SparkSession, batch_id: int, tag: str, action: Any, app_id: str | None = None
-    ) -> None:
-        conf = spark.conf
-        conf.set("spark.databricks.delta.write.txnAppId", app_id or self.options.app_id)
-        conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
-        conf.set("spark.databricks.delta.commitInfo.userMetadata", tag)
-        # Every MERGE source is a projection of the UDF's local checkpoint: deterministic and
-        # already materialised. Delta's "auto" would still copy it to disk first (it only
-        # trusts sources that read Delta tables alone): one job and one write per MERGE.
-        conf.set(_MATERIALIZE_SOURCE, "none")
-        try:
-            # a concurrent `ackstate compact` (OPTIMIZE, history trims) may commit to the table
-            # while this MERGE runs; the MERGE is idempotent and its source is materialised, so
-            # it is run again (jobs.platform.retry)
-            retry_on_conflict(action, what=f"batch {tag}")
-        finally:
-            conf.unset("spark.databricks.delta.write.txnAppId")
-            conf.unset("spark.databricks.delta.write.txnVersion")
-            conf.unset("spark.databricks.delta.commitInfo.userMetadata")
-            conf.unset(_MATERIALIZE_SOURCE)

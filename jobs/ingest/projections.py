@@ -1,57 +1,112 @@
-"""The apply UDF's rows (``schemas.udf.APPLY_OUTPUT``) as the rows of each table they change.
+"""The apply UDF's rows (``schemas.udf.APPLY_OUTPUT``) as table rows, and how each table is written.
 
-The UDF returns one wide table whose ``kind`` names the table a row belongs to; each function
-here selects one kind and shapes it as its table's columns (plus ``op`` where a row may be a
-delete). The batch (``jobs.ingest.batch``) and the compaction's ledger trims
-(``jobs.compact.compaction``) write what these return.
+The UDF returns one wide table whose ``kind`` names what a row is. ``PROJECTIONS`` declares, for
+each kind, its table and its write (``jobs.platform.delta_writer``); the rows are the table's
+own columns (``schemas.tables.TABLES``), each taken from the UDF column of the same name unless
+``DERIVED`` (or the projection's own ``derived``) computes it. So a new table column that the
+UDF emits under its name needs no edit here. The batch (``jobs.ingest.batch``) writes every
+projection; the compaction's ledger trims (``jobs.compact.compaction``) write some of them the
+same way.
+
+``state_input`` goes the other way: the state tables' rows as the UDF's state input.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from jobs.ingest.producers import late_answers, receipt_columns
 from schemas.tables import TABLES
 from schemas.udf import (
     ACTIVE_CHANGE,
     BATCH,
     CONSUMER,
     CURSOR,
+    LATE_RECEIPT,
     LEDGER,
     PARTITION,
     PENDING,
+    PRODUCER,
     RANGE,
+    RECEIPT,
     REDELIVERY,
     REJECT,
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
+
+    from jobs.platform.delta_writer import TableMerge
 
 STATE_FORMAT = 1  # engine.cursor encoding version written to cursors.state_format
-
-CONSUMER_TABLES = {
-    CONSUMER: "consumers",
-    PENDING: "pending_acks",
-    REDELIVERY: "redeliveries",
-    ACTIVE_CHANGE: "active_consumer_changes",
-}
-"""The UDF row kinds of the consumer model and their tables."""
-
-LINEAGE_COLUMNS = ("query_id", "batch_id", "updated_at")
+LINEAGE_COLUMNS = ("query_id", "batch_id")
+"""Who wrote a row: the writer's app id and its batch id (given by the writer, not the UDF)."""
 
 
-def ack_range_rows(out: DataFrame) -> DataFrame:
-    """The ``ack_ranges`` changes among the apply (or trim) UDF's rows, with their ``op``."""
+def _position() -> Column:
     from pyspark.sql import functions as F
 
-    return out.filter(F.col("kind") == RANGE).select(
-        "topic",
-        "partition",
-        "subscription",
-        "ledger_id",
-        "lower_entry_id",
-        "upper_entry_id",
-        F.concat(
+    return F.concat_ws(":", "ledger_id", "entry_id")
+
+
+def _now() -> Column:
+    from pyspark.sql import functions as F
+
+    return F.current_timestamp()
+
+
+DERIVED: Mapping[str, Callable[[], Column]] = {
+    "position": _position,  # "ledger:entry", as Pulsar prints a position
+    "updated_at": _now,
+}
+"""Table columns computed the same way in every table that has them."""
+
+
+# ---- the writes ------------------------------------------------------------------------------
+def upsert(merge: TableMerge) -> TableMerge:
+    """Update the row with the key, or insert it."""
+    return merge.when_matched_update().when_not_matched_insert()
+
+
+def changes(merge: TableMerge) -> TableMerge:
+    """A projection maintained as differences: ``op = delete`` removes the key, others upsert."""
+    return merge.changes()
+
+
+def insert_new(merge: TableMerge) -> TableMerge:
+    """Rows written once and never changed (an active-consumer change at its seq)."""
+    return merge.when_not_matched_insert()
+
+
+CURSOR_FIGURES = ["msg_backlog", "last_seq", "last_event_time", "query_id", "batch_id", "updated_at"]
+"""What a batch updates on a cursor whose state it did not change (its backlog still moves)."""
+
+
+def cursor_write(merge: TableMerge) -> TableMerge:
+    """A changed cursor is written whole (inserted if new); an unchanged one gets its figures."""
+    return (
+        merge.when_matched_update("s.state_changed")
+        .when_matched_update("NOT s.state_changed", CURSOR_FIGURES)
+        .when_not_matched_insert("s.state_changed")
+    )
+
+
+def _cursor_columns() -> dict[str, Callable[[], Column]]:
+    from pyspark.sql import functions as F
+
+    return {
+        "mark_delete": lambda: F.concat_ws(":", "mark_delete_ledger_id", "mark_delete_entry_id"),
+        "state_format": lambda: F.lit(STATE_FORMAT),
+    }
+
+
+def _ack_range_columns() -> dict[str, Callable[[], Column]]:
+    from pyspark.sql import functions as F
+
+    def pulsar_range() -> Column:  # "(ledger:lower..ledger:upper]", as internalStats prints it
+        return F.concat(
             F.lit("("),
             F.col("ledger_id"),
             F.lit(":"),
@@ -61,28 +116,82 @@ def ack_range_rows(out: DataFrame) -> DataFrame:
             F.lit(":"),
             F.col("upper_entry_id"),
             F.lit("]"),
-        ).alias("range"),
-        "entries",
-        "op",
-    )
+        )
+
+    return {"range": pulsar_range}
 
 
-def batch_ack_rows(out: DataFrame) -> DataFrame:
-    """The ``batch_acks`` changes among the apply (or trim) UDF's rows, with their ``op``."""
+def _ledger_columns() -> dict[str, Callable[[], Column]]:
     from pyspark.sql import functions as F
 
-    return out.filter(F.col("kind") == BATCH).select(
-        "topic",
-        "partition",
-        "subscription",
-        "ledger_id",
-        "entry_id",
-        F.concat_ws(":", "ledger_id", "entry_id").alias("position"),
-        "batch_size",
-        "ack_set",
-        "acked_count",
-        "op",
-    )
+    return {"first_entry_id": lambda: F.col("entry_id"), "last_entry_id": lambda: F.col("upper_entry_id")}
+
+
+def _pending_columns() -> dict[str, Callable[[], Column]]:
+    from pyspark.sql import functions as F
+
+    return {"unacked_messages": lambda: F.col("unacked_messages").cast("int")}
+
+
+@dataclass(frozen=True)
+class Projection:
+    """One kind of the UDF's rows: its table, how its rows are written, what they carry."""
+
+    kind: str
+    table: str
+    write: Callable[[TableMerge], TableMerge] | None
+    """The MERGE's clauses; None: the rows are appended (every row is new)."""
+    carry: tuple[str, ...] = ()
+    """UDF columns the write reads besides the table's (``op``, ``state_changed``)."""
+    derived: Callable[[], Mapping[str, Callable[[], Column]]] = field(default=dict)
+    """This table's computed columns, by name (over ``DERIVED``)."""
+
+    def rows(self, out: DataFrame, lineage: Sequence[Column] = ()) -> DataFrame:
+        """This kind's rows of ``out`` as the table's columns (then ``carry``); ``lineage`` gives
+        ``query_id`` and ``batch_id`` (``LINEAGE_COLUMNS``) where the table has them."""
+        from pyspark.sql import functions as F
+
+        given = dict(zip(LINEAGE_COLUMNS, lineage, strict=False))
+        derived = {**DERIVED, **self.derived()}
+        columns: list[Column | str] = []
+        for name in TABLES[self.table].fieldNames():
+            if name in given:
+                columns.append(given[name].alias(name))
+            elif name in LINEAGE_COLUMNS:
+                raise ValueError(f"{self.table}.{name}: the writer's lineage is needed")
+            elif name in derived:
+                columns.append(derived[name]().alias(name))
+            else:
+                columns.append(name)
+        return out.filter(F.col("kind") == self.kind).select(*columns, *self.carry)
+
+
+PROJECTIONS: tuple[Projection, ...] = (
+    Projection(CURSOR, "cursors", cursor_write, ("state_changed",), _cursor_columns),
+    Projection(PARTITION, "topic_partitions", upsert),
+    Projection(PRODUCER, "producers", upsert),
+    Projection(RECEIPT, "send_receipts", None, (), receipt_columns),
+    Projection(LATE_RECEIPT, "send_receipts", late_answers, (), receipt_columns),
+    Projection(RANGE, "ack_ranges", changes, ("op",), _ack_range_columns),
+    Projection(BATCH, "batch_acks", changes, ("op",)),
+    Projection(LEDGER, "ledgers", changes, ("op",), _ledger_columns),
+    Projection(CONSUMER, "consumers", upsert),
+    Projection(PENDING, "pending_acks", changes, ("op",), _pending_columns),
+    Projection(REDELIVERY, "redeliveries", changes, ("op",)),
+    Projection(ACTIVE_CHANGE, "active_consumer_changes", insert_new),
+)
+"""Every kind of the UDF's rows that a table holds, in the order a batch writes them (the
+receipts of a batch are appended before the answers to earlier ones are merged)."""
+
+PROJECTION = {p.kind: p for p in PROJECTIONS}
+
+
+def refusals(out: DataFrame) -> DataFrame:
+    """The engine's refusals among the apply UDF's rows: input row id, reason, detail (they
+    become ``rejected_events`` rows joined with the refused event)."""
+    from pyspark.sql import functions as F
+
+    return out.filter(F.col("kind") == REJECT).select(F.col("row").alias("_row"), "reason", "detail")
 
 
 def state_input(partitions: DataFrame, cursors: DataFrame) -> DataFrame:
@@ -114,122 +223,4 @@ def state_input(partitions: DataFrame, cursors: DataFrame) -> DataFrame:
             F.lit(None).cast("binary").alias("producers_state"),
             F.lit(None).cast("long").alias("first_retained_ledger"),
         )
-    )
-
-
-def refusals(out: DataFrame) -> DataFrame:
-    """The engine's refusals among the apply UDF's rows: input row id, reason, detail."""
-    from pyspark.sql import functions as F
-
-    return out.filter(F.col("kind") == REJECT).select(F.col("row").alias("_row"), "reason", "detail")
-
-
-def cursor_rows(out: DataFrame, lineage: list[Any]) -> DataFrame:
-    """The ``cursors`` rows, with ``state_changed`` (the MERGE updates only the figures of a
-    cursor whose state did not change)."""
-    from pyspark.sql import functions as F
-
-    return out.filter(F.col("kind") == CURSOR).select(
-        "topic",
-        "partition",
-        "subscription",
-        "sub_type",
-        F.concat_ws(":", "mark_delete_ledger_id", "mark_delete_entry_id").alias("mark_delete"),
-        "mark_delete_ledger_id",
-        "mark_delete_entry_id",
-        "state",
-        F.lit(STATE_FORMAT).alias("state_format"),
-        "msg_backlog",
-        "non_contiguous_deleted_ranges",
-        "partial_batch_entries",
-        "last_seq",
-        "last_event_time",
-        *lineage,
-        F.current_timestamp().alias("updated_at"),
-        "subscription_state",
-        "state_changed",
-    )
-
-
-def partition_rows(out: DataFrame, lineage: list[Any]) -> DataFrame:
-    """The ``topic_partitions`` rows."""
-    from pyspark.sql import functions as F
-
-    return out.filter(F.col("kind") == PARTITION).select(
-        "topic",
-        "partition",
-        "last_seq",
-        "last_event_time",
-        "ledgers",
-        *lineage,
-        F.current_timestamp().alias("updated_at"),
-        "producers_state",
-    )
-
-
-def ledger_rows(out: DataFrame) -> DataFrame:
-    """The ``ledgers`` changes, with their ``op``."""
-    from pyspark.sql import functions as F
-
-    return out.filter(F.col("kind") == LEDGER).select(
-        "topic",
-        "partition",
-        "ledger_id",
-        F.col("entry_id").alias("first_entry_id"),
-        F.col("upper_entry_id").alias("last_entry_id"),
-        "entries",
-        "op",
-    )
-
-
-def consumer_table_rows(out: DataFrame, kind: str, lineage: list[Any]) -> DataFrame:
-    """The rows of one of ``consumers``, ``pending_acks``, ``redeliveries`` and
-    ``active_consumer_changes`` (``kind``); the pending acks and redeliveries with their ``op``."""
-    from pyspark.sql import functions as F
-
-    now = F.current_timestamp().alias("updated_at")
-    position = F.concat_ws(":", "ledger_id", "entry_id").alias("position")
-    rows = out.filter(F.col("kind") == kind)
-    if kind in (CONSUMER, ACTIVE_CHANGE):
-        table = CONSUMER_TABLES[kind]
-        return rows.select(
-            *[c for c in TABLES[table].fieldNames() if c not in LINEAGE_COLUMNS],
-            *lineage,
-            now,
-        )
-    if kind == PENDING:
-        return rows.select(
-            "topic",
-            "partition",
-            "subscription",
-            "consumer_id",
-            "ledger_id",
-            "entry_id",
-            position,
-            "batch_size",
-            F.col("unacked_messages").cast("int").alias("unacked_messages"),
-            "dispatched_at",
-            "redelivery_count",
-            "sticky_key_hash",
-            "ack_timeout_at",
-            "op",
-        )
-    assert kind == REDELIVERY, kind
-    return rows.select(
-        "topic",
-        "partition",
-        "subscription",
-        "ledger_id",
-        "entry_id",
-        position,
-        "consumer_id",
-        "reason",
-        "requested_at",
-        "due_at",
-        "redelivery_count",
-        "dead_letter",
-        "delivered_at",
-        *lineage,
-        now,
-        "op",
     )

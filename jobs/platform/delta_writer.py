@@ -1,0 +1,209 @@
+"""Every write ackstate makes to its Delta tables: appends and MERGEs, idempotent per batch.
+
+A MERGE is built clause by clause, as with Delta's own ``DeltaMergeBuilder``, and run by
+``execute``::
+
+    writer.merge("cursors", rows).when_matched_update().when_not_matched_insert().execute(
+        spark, version=batch_id, tag=tag
+    )
+
+With a ``version`` the write carries Delta's idempotent-write pair (``txnAppId`` = the writer's
+app id, ``txnVersion`` = the version), so a write that a crashed run already committed is
+skipped when the batch runs again; ``tag`` goes into the commit's ``userMetadata``
+(``jobs.ingest.recovery`` reads it back). Without one (compaction's ledger trims, which guard
+their rows in the MERGE condition instead) the write is a plain commit. Either way a commit
+that loses a race with a concurrent writer is run again (``jobs.platform.retry``): every
+source here is deterministic and already materialised.
+
+Columns are the table's own (``schemas.tables.TABLES``), in its order; a MERGE matches on the
+table's key (``TABLE_KEYS``) unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from jobs.platform.retry import DEFAULT_ATTEMPTS, retry_on_conflict
+from jobs.platform.tables import table_path
+from schemas.tables import TABLE_KEYS, TABLES
+from schemas.udf import DELETE
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, Row, SparkSession
+
+_MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
+_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+
+IS_DELETE = f"s.op = '{DELETE}'"
+"""A projection change row that removes its key (``op`` of the apply UDF's rows)."""
+
+
+@dataclass(frozen=True)
+class _Clause:
+    kind: str  # "delete", "update", "insert"
+    condition: str | None
+    columns: tuple[str, ...] | None  # None: every column of the table
+
+
+@dataclass(frozen=True)
+class TableMerge:
+    """One MERGE into one table, built clause by clause; clauses run in the order given."""
+
+    writer: DeltaWriter
+    table: str
+    source: DataFrame
+    on: str
+    clauses: tuple[_Clause, ...] = ()
+    app_id: str | None = None
+
+    def on_keys(self, keys: Sequence[str]) -> TableMerge:
+        """Match on ``keys`` instead of the table's key (another unique column set)."""
+        return replace(self, on=_key_condition(keys))
+
+    def on_condition(self, condition: str) -> TableMerge:
+        """Match on any condition over ``t`` (the table) and ``s`` (the source)."""
+        return replace(self, on=condition)
+
+    def with_app_id(self, app_id: str) -> TableMerge:
+        """A second idempotent write to one table in one batch needs an app id of its own:
+        Delta skips a second commit of the same (app id, version) to a table."""
+        return replace(self, app_id=app_id)
+
+    def when_matched_delete(self, condition: str | None = None) -> TableMerge:
+        return self._add("delete", condition, None)
+
+    def when_matched_update(
+        self, condition: str | None = None, columns: Sequence[str] | None = None
+    ) -> TableMerge:
+        return self._add("update", condition, tuple(columns) if columns is not None else None)
+
+    def when_not_matched_insert(self, condition: str | None = None) -> TableMerge:
+        return self._add("insert", condition, None)
+
+    def changes(self) -> TableMerge:
+        """The clauses of a projection's changes: rows with ``op = delete`` remove their key, the
+        others are upserted."""
+        return (
+            self.when_matched_delete(IS_DELETE)
+            .when_matched_update(f"NOT ({IS_DELETE})")
+            .when_not_matched_insert(f"NOT ({IS_DELETE})")
+        )
+
+    def execute(
+        self, spark: SparkSession, *, version: int | None = None, tag: str | None = None
+    ) -> Row | None:
+        """Run the MERGE (again on a conflict); its metrics row (``num_deleted_rows``, ...)."""
+        from delta.tables import DeltaTable
+
+        columns = self.writer.columns(self.table, self.source.columns)
+        began = time.time()
+
+        def run() -> Row | None:
+            merge = (
+                DeltaTable.forPath(spark, table_path(self.writer.warehouse, self.table))
+                .alias("t")
+                .merge(self.source.alias("s"), self.on)
+            )
+            for clause in self.clauses:
+                if clause.kind == "delete":
+                    merge = merge.whenMatchedDelete(condition=clause.condition)
+                elif clause.kind == "update":
+                    cols = clause.columns if clause.columns is not None else columns
+                    merge = merge.whenMatchedUpdate(clause.condition, {c: f"s.`{c}`" for c in cols})
+                else:
+                    merge = merge.whenNotMatchedInsert(clause.condition, {c: f"s.`{c}`" for c in columns})
+            return merge.execute().first()
+
+        metrics = self.writer.commit(spark, run, f"merge {self.table}", version, tag, self.app_id)
+        self.writer.written(f"merge {self.table}", began)
+        return metrics
+
+    def _add(self, kind: str, condition: str | None, columns: tuple[str, ...] | None) -> TableMerge:
+        return replace(self, clauses=(*self.clauses, _Clause(kind, condition, columns)))
+
+
+class DeltaWriter:
+    """The writes of one application (an ingest query, a compaction run) to one warehouse.
+
+    ``app_id`` is the idempotency key of its versioned writes; ``on_write`` is called with a
+    write's name (``merge cursors``, ``write send_receipts``) and its start time when it is done
+    (the ingest's per-phase timing); ``attempts`` bounds the retries of a conflicting commit.
+    """
+
+    def __init__(
+        self,
+        warehouse: str,
+        app_id: str,
+        *,
+        on_write: Callable[[str, float], None] | None = None,
+        attempts: int = DEFAULT_ATTEMPTS,
+    ) -> None:
+        self.warehouse = warehouse
+        self.app_id = app_id
+        self.on_write = on_write
+        self.attempts = attempts
+
+    def merge(self, table: str, source: DataFrame) -> TableMerge:
+        """A MERGE of ``source`` (alias ``s``) into ``table`` (alias ``t``) on the table's key."""
+        return TableMerge(self, table, source, _key_condition(TABLE_KEYS[table]))
+
+    def append(self, spark: SparkSession, table: str, rows: DataFrame, *, version: int, tag: str) -> None:
+        """Append ``rows`` (the table's columns, in its order), idempotently for ``version``."""
+        began = time.time()
+        (
+            rows.select(*[f.name for f in TABLES[table].fields])
+            .write.format("delta")
+            .mode("append")
+            .option("txnAppId", self.app_id)
+            .option("txnVersion", version)
+            .option("userMetadata", tag)
+            .save(table_path(self.warehouse, table))
+        )
+        self.written(f"write {table}", began)
+
+    def columns(self, table: str, available: Sequence[str]) -> list[str]:
+        """The table's columns that the source has, in the table's order."""
+        present = set(available)
+        return [f.name for f in TABLES[table].fields if f.name in present]
+
+    def commit(
+        self,
+        spark: SparkSession,
+        action: Callable[[], Any],
+        what: str,
+        version: int | None,
+        tag: str | None,
+        app_id: str | None = None,
+    ) -> Any:
+        """Run ``action`` (one commit) with the session settings of an idempotent write."""
+        conf = spark.conf
+        settings: dict[str, str] = {}
+        if version is not None:
+            settings[_TXN_APP_ID] = app_id or self.app_id
+            settings[_TXN_VERSION] = str(version)
+            # A batch's MERGE sources are projections of the apply UDF's local checkpoint:
+            # deterministic and materialised. Delta's "auto" would still copy them to disk first
+            # (it trusts only sources that read Delta tables alone): one job and one write per MERGE.
+            settings[_MATERIALIZE_SOURCE] = "none"
+        if tag is not None:
+            settings[_USER_METADATA] = tag
+        for key, value in settings.items():
+            conf.set(key, value)
+        try:
+            return retry_on_conflict(action, what=f"{what} ({tag or self.app_id})", attempts=self.attempts)
+        finally:
+            for key in settings:
+                conf.unset(key)
+
+    def written(self, what: str, began: float) -> None:
+        if self.on_write is not None:
+            self.on_write(what, began)
+
+
+def _key_condition(keys: Sequence[str]) -> str:
+    return " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
