@@ -444,7 +444,7 @@ class PartitionState:
 
         A stream that starts in the middle of a cluster's life (``ackstate bootstrap``, or a
         plugin installed on a running broker) misses the SUBSCRIBE of every consumer already
-        connected. The consumer gets the subscription's type, its id as name, priority 0 and the
+        connected. The consumer gets the subscription's type, its id as name, priority level 0 and the
         client defaults (no ack timeout, 60 s nack delay, no dead letter), and is marked
         ``implicit``. Only a subscription the state knows takes one (its cursor says where it
         is); where the broker would refuse the SUBSCRIBE (a second consumer on an Exclusive
@@ -461,7 +461,7 @@ class PartitionState:
         consumer = Consumer(
             consumer_id=consumer_id,
             name=str(consumer_id),
-            priority=0,
+            priority_level=0,
             order=0,
             subscribed_at=now,
             implicit=True,
@@ -508,7 +508,7 @@ class PartitionState:
                 consumer = Consumer(
                     consumer_id=consumer_id,
                     name=str(batch.consumer_name[i] if batch.consumer_name[i] is not None else consumer_id),
-                    priority=int(batch.priority_level[i]),
+                    priority_level=int(batch.priority_level[i]),
                     order=0,
                     subscribed_at=now,
                     ack_timeout_ms=int(batch.ack_timeout_ms[i]),

@@ -4,7 +4,7 @@ Broker-side state next to the cursor (spec pulsar-broker.md sections 3-5, 8), pl
 timers whose effect the broker sees (client spec 2 and 3: nack delay and ack timeout, both ending
 in a redeliver-with-ids request):
 
-* the connected consumers in subscription order, with name, priority and client settings;
+* the connected consumers in subscription order, with name, priority level and client settings;
 * Exclusive/Failover: the active consumer (``AbstractDispatcherSingleActiveConsumer``) and the
   time a Failover switch takes effect (``activeConsumerFailoverDelayTimeMillis``);
 * Shared/Key_Shared: each consumer's ``pendingAcks`` (``PendingAcksMap``) and ``unackedMessages``
@@ -73,7 +73,7 @@ class PendingAck:
 class Consumer:
     consumer_id: int
     name: str
-    priority: int
+    priority_level: int
     order: int  # subscription order: the dispatcher's consumer list
     subscribed_at: int
     ack_timeout_ms: int = 0
@@ -416,7 +416,7 @@ class Subscription:
 
         members = list(self.consumers.values())
         index = select_active(
-            [(c.priority, c.name) for c in members],
+            [(c.priority_level, c.name) for c in members],
             settings.partition_index,
             settings.topic_name,
             settings.failover_consistent_hashing,
@@ -870,7 +870,7 @@ class Subscription:
                 [
                     c.consumer_id,
                     c.name,
-                    c.priority,
+                    c.priority_level,
                     c.order,
                     c.subscribed_at,
                     c.ack_timeout_ms,
@@ -986,13 +986,13 @@ class Subscription:
         sub.switch_until = head["switch_until"]
         sub.next_order = head["next_order"]
         # a state written before ``implicit`` existed has ten fields per consumer
-        for cid, name, priority, order, at, timeout, delay, max_r, unacked, blocked, *rest in head[
+        for cid, name, priority_level, order, at, timeout, delay, max_r, unacked, blocked, *rest in head[
             "consumers"
         ]:
             sub.consumers[cid] = Consumer(
                 cid,
                 name,
-                priority,
+                priority_level,
                 order,
                 at,
                 timeout,

@@ -515,7 +515,7 @@ def emit_subscription_changes(
             sub_type=[cursor.sub_type] * n,
             consumer_id=[c.consumer_id for c, _ in consumers],
             consumer_name=[c.name for c, _ in consumers],
-            priority_level=[c.priority for c, _ in consumers],
+            priority_level=[c.priority_level for c, _ in consumers],
             connected=[up for _, up in consumers],
             is_active=[bool(single and up and c.consumer_id == sub.active) for c, up in consumers],
             unacked_messages=[c.unacked if up else 0 for c, up in consumers],

@@ -517,7 +517,7 @@ def test_implicit_consumers_attach_the_consumer_of_any_command(command):
     s.apply(event)
     assert s.rejects == []
     consumer = s.sub().consumers[7]
-    assert (consumer.name, consumer.priority, consumer.implicit) == ("7", 0, True)
+    assert (consumer.name, consumer.priority_level, consumer.implicit) == ("7", 0, True)
     assert (consumer.ack_timeout_ms, consumer.nack_delay_ms, consumer.max_redeliver_count) == (0, 60_000, 0)
 
 
@@ -702,7 +702,7 @@ def _encode_by_position(sub: Subscription) -> bytes:
             [
                 c.consumer_id,
                 c.name,
-                c.priority,
+                c.priority_level,
                 c.order,
                 c.subscribed_at,
                 c.ack_timeout_ms,
