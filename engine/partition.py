@@ -512,7 +512,7 @@ class PartitionState:
                     order=0,
                     subscribed_at=now,
                     ack_timeout_ms=int(batch.ack_timeout_ms[i]),
-                    nack_delay_ms=int(batch.negative_ack_delay_ms[i]),
+                    negative_ack_delay_ms=int(batch.negative_ack_delay_ms[i]),
                     max_redeliver_count=int(batch.max_redeliver_count[i]),
                 )
                 try:

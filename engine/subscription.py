@@ -46,7 +46,7 @@ from engine.position import Position, packed_keys, position_columns, positions_o
 
 SHARED_MODES = ("Shared", "Key_Shared")
 SINGLE_ACTIVE_MODES = ("Exclusive", "Failover")
-DEFAULT_NACK_DELAY_MS = 60_000  # ConsumerConfigurationData.negativeAckRedeliveryDelayMicros
+DEFAULT_NEGATIVE_ACK_DELAY_MS = 60_000  # ConsumerConfigurationData.negativeAckRedeliveryDelayMicros
 MIN_NACK_DELAY_MS = 100  # NegativeAcksTracker.MIN_NACK_DELAY_MS
 
 # redelivery reasons (CONTRACT.md `redeliveries.reason`)
@@ -77,7 +77,7 @@ class Consumer:
     order: int  # subscription order: the dispatcher's consumer list
     subscribed_at: int
     ack_timeout_ms: int = 0
-    nack_delay_ms: int = DEFAULT_NACK_DELAY_MS
+    negative_ack_delay_ms: int = DEFAULT_NEGATIVE_ACK_DELAY_MS
     max_redeliver_count: int = 0
     unacked: int = 0
     blocked: bool = False
@@ -574,7 +574,7 @@ class Subscription:
         consumer = self._consumer(consumer_id, "NACK")
         if cursor.sub_type not in SHARED_MODES:
             return
-        due = now + max(consumer.nack_delay_ms, MIN_NACK_DELAY_MS)
+        due = now + max(consumer.negative_ack_delay_ms, MIN_NACK_DELAY_MS)
         for pos in dict.fromkeys(positions):
             self.nacks.append((due, consumer_id, pos))
             self._timer_added(due)
@@ -874,7 +874,7 @@ class Subscription:
                     c.order,
                     c.subscribed_at,
                     c.ack_timeout_ms,
-                    c.nack_delay_ms,
+                    c.negative_ack_delay_ms,
                     c.max_redeliver_count,
                     c.unacked,
                     c.blocked,

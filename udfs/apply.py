@@ -523,7 +523,7 @@ def emit_subscription_changes(
             subscribed_at=[c.subscribed_at for c, _ in consumers],
             closed_at=[c.closed_at for c, _ in consumers],
             ack_timeout_ms=[c.ack_timeout_ms for c, _ in consumers],
-            negative_ack_delay_ms=[c.nack_delay_ms for c, _ in consumers],
+            negative_ack_delay_ms=[c.negative_ack_delay_ms for c, _ in consumers],
             max_redeliver_count=[c.max_redeliver_count for c, _ in consumers],
             attached_implicitly=[c.implicit for c, _ in consumers],
         )

@@ -518,7 +518,8 @@ def test_implicit_consumers_attach_the_consumer_of_any_command(command):
     assert s.rejects == []
     consumer = s.sub().consumers[7]
     assert (consumer.name, consumer.priority_level, consumer.implicit) == ("7", 0, True)
-    assert (consumer.ack_timeout_ms, consumer.nack_delay_ms, consumer.max_redeliver_count) == (0, 60_000, 0)
+    assert (consumer.ack_timeout_ms, consumer.max_redeliver_count) == (0, 0)
+    assert consumer.negative_ack_delay_ms == 60_000
 
 
 def test_an_implicit_consumer_is_then_served_like_a_subscribed_one():
@@ -706,7 +707,7 @@ def _encode_by_position(sub: Subscription) -> bytes:
                 c.order,
                 c.subscribed_at,
                 c.ack_timeout_ms,
-                c.nack_delay_ms,
+                c.negative_ack_delay_ms,
                 c.max_redeliver_count,
                 c.unacked,
                 c.blocked,
@@ -823,7 +824,7 @@ def test_encode_of_redeliver_alls_as_columns_is_the_encode_of_the_materialized_s
             0,
             now,
             ack_timeout_ms=150 if cid == 3 else 0,
-            nack_delay_ms=100,
+            negative_ack_delay_ms=100,
             max_redeliver_count=2,
         )
 
