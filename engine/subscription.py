@@ -79,7 +79,7 @@ class Consumer:
     ack_timeout_ms: int = 0
     negative_ack_delay_ms: int = DEFAULT_NEGATIVE_ACK_DELAY_MS
     max_redeliver_count: int = 0
-    unacked: int = 0
+    unacked_messages: int = 0
     blocked: bool = False
     closed_at: int | None = None
     pending: dict[Position, PendingAck] = field(default_factory=dict)
@@ -291,7 +291,7 @@ class Subscription:
 
     # ---- queries ------------------------------------------------------------------------
     def unacked_messages(self) -> int:
-        return sum(c.unacked for c in self.consumers.values())
+        return sum(c.unacked_messages for c in self.consumers.values())
 
     def active_name(self) -> str | None:
         consumer = self.consumers.get(self.active) if self.active is not None else None
@@ -399,7 +399,7 @@ class Subscription:
                             False,
                         ),
                     )
-            consumer.unacked = 0
+            consumer.unacked_messages = 0
             if not self.consumers:
                 # the last consumer left: replay set and redelivery tracker are cleared
                 for pos in list(self.redeliveries):
@@ -477,13 +477,13 @@ class Subscription:
         if owner_id is not None and owner_id != consumer_id:
             # the broker sent it elsewhere: it is no longer pending for its former holder
             owner = self.consumers[owner_id]
-            owner.unacked -= self._remaining(cursor, pos, owner.pending[pos].batch_size, settings)
+            owner.unacked_messages -= self._remaining(cursor, pos, owner.pending[pos].batch_size, settings)
             self._remove_pending(owner, pos, settings.max_unacked_messages_per_consumer)
         pending = consumer.pending
         already = pending.get(pos)
         if already is None:
             # _remaining, without the call when batch-index acks are off (over half the events)
-            consumer.unacked += (
+            consumer.unacked_messages += (
                 self._remaining(cursor, pos, batch_size, settings) if settings.batch_index_ack else batch_size
             )
         elif already.ack_timeout_at >= 0:
@@ -499,7 +499,7 @@ class Subscription:
             changed = changes.pending[consumer_id] = set()
         changed.add(pos)
         limit = settings.max_unacked_messages_per_consumer
-        if limit > 0 and consumer.unacked >= limit:
+        if limit > 0 and consumer.unacked_messages >= limit:
             consumer.blocked = True
         changes.consumers.add(consumer_id)
 
@@ -546,7 +546,7 @@ class Subscription:
                 if settings.batch_index_ack and mask is not None:
                     acked = unacked_count(mask)
                 self._remove_pending(owner, pos, settings.max_unacked_messages_per_consumer)
-                owner.unacked -= acked
+                owner.unacked_messages -= acked
                 self.changes.consumers.add(owner.consumer_id)
             out[pos] = 0
             if pos in self._redeliveries:
@@ -558,7 +558,7 @@ class Subscription:
                     acked = unacked_count(mask) - unacked_count(mask & ack_set)
                 else:
                     acked = batch_size - unacked_count(ack_set)
-                owner.unacked -= acked
+                owner.unacked_messages -= acked
                 self.changes.consumers.add(owner.consumer_id)
                 self.changes.pending_changed(owner.consumer_id, pos)
             out[pos] = (mask if mask is not None else (1 << batch_size) - 1) & ack_set
@@ -623,7 +623,9 @@ class Subscription:
         # only ids in this consumer's own pending acks (no owner search, unlike acks)
         taken = [p for p in dict.fromkeys(positions) if p in consumer.pending]
         for pos in taken:
-            consumer.unacked -= self._remaining(cursor, pos, consumer.pending[pos].batch_size, settings)
+            consumer.unacked_messages -= self._remaining(
+                cursor, pos, consumer.pending[pos].batch_size, settings
+            )
             self._remove_pending(consumer, pos, settings.max_unacked_messages_per_consumer)
         consumer.blocked = False
         self.changes.consumers.add(consumer_id)
@@ -677,7 +679,7 @@ class Subscription:
                 (pos, owner) for pos, owner in zip(taken, named, strict=True) if owner not in (cid, None)
             )
         self._timers_changed()  # its ack-timeout timers went with the pending acks
-        consumer.unacked = 0
+        consumer.unacked_messages = 0
         consumer.blocked = False
         return taken, all_mine
 
@@ -782,7 +784,7 @@ class Subscription:
                 continue
             pending = consumer.pending[pos]
             dead = _dead_letter(consumer, pending)
-            consumer.unacked -= self._remaining(cursor, pos, pending.batch_size, settings)
+            consumer.unacked_messages -= self._remaining(cursor, pos, pending.batch_size, settings)
             self._remove_pending(consumer, pos, settings.max_unacked_messages_per_consumer)
             consumer.blocked = False
             self.changes.consumers.add(cid)
@@ -817,13 +819,13 @@ class Subscription:
 
     def _remove_pending(self, consumer: Consumer, pos: Position, limit: int) -> None:
         """``Consumer.removePendingAcks`` with its unblock check, which runs before the caller
-        subtracts the ack's count: unblocked at ``unacked <= max / 2`` or with limits off."""
+        subtracts the ack's count: unblocked at ``unacked_messages <= max / 2`` or with limits off."""
         removed = consumer.pending.pop(pos)
         if removed.ack_timeout_at >= 0:
             self._timer_removed(removed.ack_timeout_at)
         if self.holder.get(pos) == consumer.consumer_id:
             del self.holder[pos]
-        if (consumer.blocked and consumer.unacked <= limit // 2) or limit <= 0:
+        if (consumer.blocked and consumer.unacked_messages <= limit // 2) or limit <= 0:
             consumer.blocked = False
         self.changes.pending_changed(consumer.consumer_id, pos)
         self.changes.consumers.add(consumer.consumer_id)
@@ -876,7 +878,7 @@ class Subscription:
                     c.ack_timeout_ms,
                     c.negative_ack_delay_ms,
                     c.max_redeliver_count,
-                    c.unacked,
+                    c.unacked_messages,
                     c.blocked,
                     c.implicit,
                 ]

@@ -518,7 +518,7 @@ def emit_subscription_changes(
             priority_level=[c.priority_level for c, _ in consumers],
             connected=[up for _, up in consumers],
             is_active=[bool(single and up and c.consumer_id == sub.active) for c, up in consumers],
-            unacked_messages=[c.unacked if up else 0 for c, up in consumers],
+            unacked_messages=[c.unacked_messages if up else 0 for c, up in consumers],
             blocked=[c.blocked and up for c, up in consumers],
             subscribed_at=[c.subscribed_at for c, _ in consumers],
             closed_at=[c.closed_at for c, _ in consumers],
