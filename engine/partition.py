@@ -495,7 +495,7 @@ class PartitionState:
         kind = cols.type[i]
         now = cols.event_time[i]
         consumer_id = cols.consumer_id[i]
-        enabled = settings.batch_index_ack
+        enabled = settings.acknowledgment_at_batch_index_level_enabled
         try:
             if kind == SUBSCRIBE:
                 sub_type = str(batch.sub_type[i])
@@ -636,7 +636,7 @@ class PartitionState:
             self._individual_acks_one_by_one(name, events, lacs, batch, cols, settings, result)
             return
         seg = np.asarray(events, dtype=np.int64)
-        enabled = settings.batch_index_ack
+        enabled = settings.acknowledgment_at_batch_index_level_enabled
         cursor = self.cursors.get(name)
         if cursor is None:
             for i in seg.tolist():
@@ -796,7 +796,7 @@ class PartitionState:
                     cursor, consumer_id, mid.position, mid.ack_set, mid.batch_size, before, settings, written
                 )
         try:
-            cursor.ack(mids, self.ledgers, lac, settings.batch_index_ack)
+            cursor.ack(mids, self.ledgers, lac, settings.acknowledgment_at_batch_index_level_enabled)
         except EngineRefusal as refusal:
             result.rejects.append(Reject(cols.row[i], refusal.reason, f"{refusal}; the call stopped there"))
         return True

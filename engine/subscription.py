@@ -156,10 +156,10 @@ class ActiveChange(NamedTuple):
 class SubscriptionSettings:
     """The broker settings the consumer model obeys (Pulsar 4.0 defaults)."""
 
-    batch_index_ack: bool = False
+    acknowledgment_at_batch_index_level_enabled: bool = False
     max_unacked_messages_per_consumer: int = 50_000
-    failover_delay_ms: int = 1_000
-    failover_consistent_hashing: bool = False
+    active_consumer_failover_delay_time_millis: int = 1_000
+    active_consumer_failover_consistent_hashing: bool = False
     partition_index: int = -1
     topic_name: str = ""
     implicit_consumers: bool = False
@@ -419,7 +419,7 @@ class Subscription:
             [(c.priority_level, c.name) for c in members],
             settings.partition_index,
             settings.topic_name,
-            settings.failover_consistent_hashing,
+            settings.active_consumer_failover_consistent_hashing,
         )
         new = members[index].consumer_id if index is not None else None
         if new == self.active:
@@ -427,9 +427,10 @@ class Subscription:
         previous = self.consumers.get(self.active) if self.active is not None else None
         if previous is None and self.active is not None:
             previous = self.changes.closed.get(self.active)
-        if sub_type == "Failover" and settings.failover_delay_ms > 0 and new is not None:
+        delay = settings.active_consumer_failover_delay_time_millis
+        if sub_type == "Failover" and delay > 0 and new is not None:
             if self.switch_until <= now:  # a switch already pending keeps its original timer
-                self.switch_until = now + settings.failover_delay_ms
+                self.switch_until = now + delay
             effective_at = self.switch_until
         else:
             effective_at = now
@@ -484,7 +485,9 @@ class Subscription:
         if already is None:
             # _remaining, without the call when batch-index acks are off (over half the events)
             consumer.unacked_messages += (
-                self._remaining(cursor, pos, batch_size, settings) if settings.batch_index_ack else batch_size
+                self._remaining(cursor, pos, batch_size, settings)
+                if settings.acknowledgment_at_batch_index_level_enabled
+                else batch_size
             )
         elif already.ack_timeout_at >= 0:
             self._timer_removed(already.ack_timeout_at)
@@ -543,7 +546,7 @@ class Subscription:
         if ack_set is None:
             if held:
                 acked = owner.pending[pos].batch_size
-                if settings.batch_index_ack and mask is not None:
+                if settings.acknowledgment_at_batch_index_level_enabled and mask is not None:
                     acked = unacked_count(mask)
                 self._remove_pending(owner, pos, settings.max_unacked_messages_per_consumer)
                 owner.unacked_messages -= acked
@@ -552,7 +555,7 @@ class Subscription:
             if pos in self._redeliveries:
                 self._set_redelivery(pos, None)
             self._drop_nacks_at(pos)
-        elif settings.batch_index_ack:
+        elif settings.acknowledgment_at_batch_index_level_enabled:
             if held:
                 if mask is not None:
                     acked = unacked_count(mask) - unacked_count(mask & ack_set)
@@ -811,7 +814,7 @@ class Subscription:
         self, cursor: Cursor, pos: Position, batch_size: int, settings: SubscriptionSettings
     ) -> int:
         """Messages of an entry not yet acked: batch size minus acked indexes (spec 3.2)."""
-        if settings.batch_index_ack:
+        if settings.acknowledgment_at_batch_index_level_enabled:
             partial = cursor.batch_acks.get(pos)
             if partial is not None:
                 return unacked_count(partial.unacked)
