@@ -4,6 +4,10 @@ State (spec 2.1): the mark-delete position (every entry at or below it is acked)
 individually acked entries above it (``AckRangeSet``), and, when batch-index acks are on, the
 unacked-index bit mask of each partially acked batch entry above mark-delete.
 
+Whether they are on is the acking methods' ``acknowledgment_at_batch_index_level_enabled``: the
+broker setting, which ``BrokerService`` hands the managed ledger as its config's
+``deletionAtBatchIndexLevelEnabled``, the flag ManagedCursorImpl reads.
+
 Every public method names the Pulsar method it mirrors. Refusals raise ``EngineRefusal``
 subclasses after applying exactly what Pulsar applies before failing.
 """
@@ -115,7 +119,11 @@ class Cursor:
 
     # ---- individual acks ------------------------------------------------------------
     def ack(
-        self, message_ids: list[MessageId], ledgers: Ledgers, lac: Position, batch_index_enabled: bool
+        self,
+        message_ids: list[MessageId],
+        ledgers: Ledgers,
+        lac: Position,
+        acknowledgment_at_batch_index_level_enabled: bool,
     ) -> None:
         """ManagedCursorImpl.asyncDelete, one call, positions in the given order (spec 2.3).
 
@@ -128,12 +136,12 @@ class Cursor:
                 # asyncDelete: "Invalid mark deleted position"; earlier positions stay applied
                 refused = pos
                 break
-            self._delete_one(mid, batch_index_enabled)
+            self._delete_one(mid, acknowledgment_at_batch_index_level_enabled)
         self._auto_advance(ledgers, lac)
         if refused is not None:
             raise AckBeyondLastPublished(f"ack of {refused} beyond the last published entry {lac}")
 
-    def _delete_one(self, mid: MessageId, batch_index_enabled: bool) -> None:
+    def _delete_one(self, mid: MessageId, acknowledgment_at_batch_index_level_enabled: bool) -> None:
         pos = mid.position
         if self.is_deleted(pos):
             # asyncDelete: already deleted -> drop leftover batch state, no error
@@ -142,7 +150,7 @@ class Cursor:
             # asyncDelete: whole entry -> drop batch state, add (prev(pos), pos] to the range set
             self.batch_acks.pop(pos, None)
             self.acked.add(pos)
-        elif batch_index_enabled:
+        elif acknowledgment_at_batch_index_level_enabled:
             self._merge_batch_ack(pos, mid.ack_set, mid.batch_size)
         # else asyncDelete: an ack set with batch-index deletion disabled has no effect at all
 
@@ -164,7 +172,7 @@ class Cursor:
         batch_ids: list[MessageId],
         ledgers: Ledgers,
         lac: Position,
-        batch_index_enabled: bool,
+        acknowledgment_at_batch_index_level_enabled: bool,
     ) -> None:
         """A run of individual acks with no order-sensitive event between them, applied at once.
 
@@ -179,7 +187,7 @@ class Cursor:
             for pos in [p for p in self.batch_acks if p in self.acked]:
                 del self.batch_acks[pos]
         for mid in batch_ids:
-            self._delete_one(mid, batch_index_enabled)
+            self._delete_one(mid, acknowledgment_at_batch_index_level_enabled)
         self.acked.remove_at_most(self.mark_delete)
         self._auto_advance(ledgers, lac)
 
@@ -241,12 +249,16 @@ class Cursor:
 
     # ---- cumulative ack -------------------------------------------------------------
     def ack_cumulative(
-        self, mid: MessageId, ledgers: Ledgers, lac: Position, batch_index_enabled: bool
+        self,
+        mid: MessageId,
+        ledgers: Ledgers,
+        lac: Position,
+        acknowledgment_at_batch_index_level_enabled: bool,
     ) -> None:
         """ManagedCursorImpl.asyncMarkDelete (spec 2.5)."""
         new_pos = mid.position
         if mid.ack_set is not None:
-            new_pos = self._ack_batch_position(mid, ledgers, lac, batch_index_enabled)
+            new_pos = self._ack_batch_position(mid, ledgers, lac, acknowledgment_at_batch_index_level_enabled)
         try:
             if new_pos > lac:
                 # asyncMarkDelete: "Invalid mark deleted position". Pulsar's exception (MD at the
@@ -260,13 +272,17 @@ class Cursor:
             self._align_batch_acks()  # ackBatchPosition may have recorded state below mark-delete
 
     def _ack_batch_position(
-        self, mid: MessageId, ledgers: Ledgers, lac: Position, batch_index_enabled: bool
+        self,
+        mid: MessageId,
+        ledgers: Ledgers,
+        lac: Position,
+        acknowledgment_at_batch_index_level_enabled: bool,
     ) -> Position:
         """ManagedCursorImpl.ackBatchPosition: keep the batch mask only when it moved further
         (no roll back), drop batch state below, and stop mark-delete before the entry."""
         pos = mid.position
         new_pos = _previous_as_of(ledgers, pos, lac)
-        if batch_index_enabled:
+        if acknowledgment_at_batch_index_level_enabled:
             assert mid.ack_set is not None
             current = self.batch_acks.get(pos)
             if current is None or next_set_bit(mid.ack_set) > next_set_bit(current.unacked):
@@ -291,7 +307,9 @@ class Cursor:
         """
         if highest_deleted <= self.mark_delete or highest_deleted > lac:
             return False
-        self.ack_cumulative(MessageId(highest_deleted), ledgers, lac, batch_index_enabled=False)
+        self.ack_cumulative(
+            MessageId(highest_deleted), ledgers, lac, acknowledgment_at_batch_index_level_enabled=False
+        )
         return True
 
     # ---- projections ----------------------------------------------------------------

@@ -152,7 +152,7 @@ class Selection:
 
 def select_active_many(
     group: np.ndarray,
-    priority: np.ndarray,
+    priority_level: np.ndarray,
     name: Sequence[str] | np.ndarray,
     partition_index: np.ndarray,
     topic_name: Sequence[str] | np.ndarray,
@@ -170,10 +170,10 @@ def select_active_many(
     if n == 0:
         empty = np.empty(0, dtype=np.int64)
         return Selection(empty, empty)
-    priority = np.asarray(priority, dtype=np.int64)
+    priority_level = np.asarray(priority_level, dtype=np.int64)
     rank, distinct_names = java_name_order(name)
-    order = np.lexsort((np.arange(n), rank, priority, group))  # stable: subscription order last
-    g, p = group[order], priority[order]
+    order = np.lexsort((np.arange(n), rank, priority_level, group))  # stable: subscription order last
+    g, p = group[order], priority_level[order]
     starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
     member_of = np.repeat(np.arange(starts.size), np.diff(np.r_[starts, n]))
     in_top = p == p[starts][member_of]

@@ -444,7 +444,7 @@ class PartitionState:
 
         A stream that starts in the middle of a cluster's life (``ackstate bootstrap``, or a
         plugin installed on a running broker) misses the SUBSCRIBE of every consumer already
-        connected. The consumer gets the subscription's type, its id as name, priority 0 and the
+        connected. The consumer gets the subscription's type, its id as name, priority level 0 and the
         client defaults (no ack timeout, 60 s nack delay, no dead letter), and is marked
         ``implicit``. Only a subscription the state knows takes one (its cursor says where it
         is); where the broker would refuse the SUBSCRIBE (a second consumer on an Exclusive
@@ -461,7 +461,7 @@ class PartitionState:
         consumer = Consumer(
             consumer_id=consumer_id,
             name=str(consumer_id),
-            priority=0,
+            priority_level=0,
             order=0,
             subscribed_at=now,
             implicit=True,
@@ -495,7 +495,7 @@ class PartitionState:
         kind = cols.type[i]
         now = cols.event_time[i]
         consumer_id = cols.consumer_id[i]
-        enabled = settings.batch_index_ack
+        enabled = settings.acknowledgment_at_batch_index_level_enabled
         try:
             if kind == SUBSCRIBE:
                 sub_type = str(batch.sub_type[i])
@@ -508,11 +508,11 @@ class PartitionState:
                 consumer = Consumer(
                     consumer_id=consumer_id,
                     name=str(batch.consumer_name[i] if batch.consumer_name[i] is not None else consumer_id),
-                    priority=int(batch.priority_level[i]),
+                    priority_level=int(batch.priority_level[i]),
                     order=0,
                     subscribed_at=now,
                     ack_timeout_ms=int(batch.ack_timeout_ms[i]),
-                    nack_delay_ms=int(batch.negative_ack_delay_ms[i]),
+                    negative_ack_delay_ms=int(batch.negative_ack_delay_ms[i]),
                     max_redeliver_count=int(batch.max_redeliver_count[i]),
                 )
                 try:
@@ -636,7 +636,7 @@ class PartitionState:
             self._individual_acks_one_by_one(name, events, lacs, batch, cols, settings, result)
             return
         seg = np.asarray(events, dtype=np.int64)
-        enabled = settings.batch_index_ack
+        enabled = settings.acknowledgment_at_batch_index_level_enabled
         cursor = self.cursors.get(name)
         if cursor is None:
             for i in seg.tolist():
@@ -796,7 +796,7 @@ class PartitionState:
                     cursor, consumer_id, mid.position, mid.ack_set, mid.batch_size, before, settings, written
                 )
         try:
-            cursor.ack(mids, self.ledgers, lac, settings.batch_index_ack)
+            cursor.ack(mids, self.ledgers, lac, settings.acknowledgment_at_batch_index_level_enabled)
         except EngineRefusal as refusal:
             result.rejects.append(Reject(cols.row[i], refusal.reason, f"{refusal}; the call stopped there"))
         return True

@@ -62,10 +62,10 @@ class EngineSettings:
         from engine.failover import dispatcher_partition_index
 
         return SubscriptionSettings(
-            batch_index_ack=self.acknowledgment_at_batch_index_level_enabled,
+            acknowledgment_at_batch_index_level_enabled=self.acknowledgment_at_batch_index_level_enabled,
             max_unacked_messages_per_consumer=self.max_unacked_messages_per_consumer,
-            failover_delay_ms=self.active_consumer_failover_delay_time_millis,
-            failover_consistent_hashing=self.active_consumer_failover_consistent_hashing,
+            active_consumer_failover_delay_time_millis=self.active_consumer_failover_delay_time_millis,
+            active_consumer_failover_consistent_hashing=self.active_consumer_failover_consistent_hashing,
             partition_index=dispatcher_partition_index(topic, partition),
             topic_name=partition_name(topic, partition),
             implicit_consumers=self.implicit_consumers,

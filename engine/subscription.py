@@ -4,7 +4,7 @@ Broker-side state next to the cursor (spec pulsar-broker.md sections 3-5, 8), pl
 timers whose effect the broker sees (client spec 2 and 3: nack delay and ack timeout, both ending
 in a redeliver-with-ids request):
 
-* the connected consumers in subscription order, with name, priority and client settings;
+* the connected consumers in subscription order, with name, priority level and client settings;
 * Exclusive/Failover: the active consumer (``AbstractDispatcherSingleActiveConsumer``) and the
   time a Failover switch takes effect (``activeConsumerFailoverDelayTimeMillis``);
 * Shared/Key_Shared: each consumer's ``pendingAcks`` (``PendingAcksMap``) and ``unackedMessages``
@@ -46,7 +46,7 @@ from engine.position import Position, packed_keys, position_columns, positions_o
 
 SHARED_MODES = ("Shared", "Key_Shared")
 SINGLE_ACTIVE_MODES = ("Exclusive", "Failover")
-DEFAULT_NACK_DELAY_MS = 60_000  # ConsumerConfigurationData.negativeAckRedeliveryDelayMicros
+DEFAULT_NEGATIVE_ACK_DELAY_MS = 60_000  # ConsumerConfigurationData.negativeAckRedeliveryDelayMicros
 MIN_NACK_DELAY_MS = 100  # NegativeAcksTracker.MIN_NACK_DELAY_MS
 
 # redelivery reasons (CONTRACT.md `redeliveries.reason`)
@@ -73,13 +73,13 @@ class PendingAck:
 class Consumer:
     consumer_id: int
     name: str
-    priority: int
+    priority_level: int
     order: int  # subscription order: the dispatcher's consumer list
     subscribed_at: int
     ack_timeout_ms: int = 0
-    nack_delay_ms: int = DEFAULT_NACK_DELAY_MS
+    negative_ack_delay_ms: int = DEFAULT_NEGATIVE_ACK_DELAY_MS
     max_redeliver_count: int = 0
-    unacked: int = 0
+    unacked_messages: int = 0
     blocked: bool = False
     closed_at: int | None = None
     pending: dict[Position, PendingAck] = field(default_factory=dict)
@@ -156,10 +156,10 @@ class ActiveChange(NamedTuple):
 class SubscriptionSettings:
     """The broker settings the consumer model obeys (Pulsar 4.0 defaults)."""
 
-    batch_index_ack: bool = False
+    acknowledgment_at_batch_index_level_enabled: bool = False
     max_unacked_messages_per_consumer: int = 50_000
-    failover_delay_ms: int = 1_000
-    failover_consistent_hashing: bool = False
+    active_consumer_failover_delay_time_millis: int = 1_000
+    active_consumer_failover_consistent_hashing: bool = False
     partition_index: int = -1
     topic_name: str = ""
     implicit_consumers: bool = False
@@ -291,7 +291,7 @@ class Subscription:
 
     # ---- queries ------------------------------------------------------------------------
     def unacked_messages(self) -> int:
-        return sum(c.unacked for c in self.consumers.values())
+        return sum(c.unacked_messages for c in self.consumers.values())
 
     def active_name(self) -> str | None:
         consumer = self.consumers.get(self.active) if self.active is not None else None
@@ -399,7 +399,7 @@ class Subscription:
                             False,
                         ),
                     )
-            consumer.unacked = 0
+            consumer.unacked_messages = 0
             if not self.consumers:
                 # the last consumer left: replay set and redelivery tracker are cleared
                 for pos in list(self.redeliveries):
@@ -416,10 +416,10 @@ class Subscription:
 
         members = list(self.consumers.values())
         index = select_active(
-            [(c.priority, c.name) for c in members],
+            [(c.priority_level, c.name) for c in members],
             settings.partition_index,
             settings.topic_name,
-            settings.failover_consistent_hashing,
+            settings.active_consumer_failover_consistent_hashing,
         )
         new = members[index].consumer_id if index is not None else None
         if new == self.active:
@@ -427,9 +427,10 @@ class Subscription:
         previous = self.consumers.get(self.active) if self.active is not None else None
         if previous is None and self.active is not None:
             previous = self.changes.closed.get(self.active)
-        if sub_type == "Failover" and settings.failover_delay_ms > 0 and new is not None:
+        delay = settings.active_consumer_failover_delay_time_millis
+        if sub_type == "Failover" and delay > 0 and new is not None:
             if self.switch_until <= now:  # a switch already pending keeps its original timer
-                self.switch_until = now + settings.failover_delay_ms
+                self.switch_until = now + delay
             effective_at = self.switch_until
         else:
             effective_at = now
@@ -477,14 +478,16 @@ class Subscription:
         if owner_id is not None and owner_id != consumer_id:
             # the broker sent it elsewhere: it is no longer pending for its former holder
             owner = self.consumers[owner_id]
-            owner.unacked -= self._remaining(cursor, pos, owner.pending[pos].batch_size, settings)
+            owner.unacked_messages -= self._remaining(cursor, pos, owner.pending[pos].batch_size, settings)
             self._remove_pending(owner, pos, settings.max_unacked_messages_per_consumer)
         pending = consumer.pending
         already = pending.get(pos)
         if already is None:
             # _remaining, without the call when batch-index acks are off (over half the events)
-            consumer.unacked += (
-                self._remaining(cursor, pos, batch_size, settings) if settings.batch_index_ack else batch_size
+            consumer.unacked_messages += (
+                self._remaining(cursor, pos, batch_size, settings)
+                if settings.acknowledgment_at_batch_index_level_enabled
+                else batch_size
             )
         elif already.ack_timeout_at >= 0:
             self._timer_removed(already.ack_timeout_at)
@@ -499,7 +502,7 @@ class Subscription:
             changed = changes.pending[consumer_id] = set()
         changed.add(pos)
         limit = settings.max_unacked_messages_per_consumer
-        if limit > 0 and consumer.unacked >= limit:
+        if limit > 0 and consumer.unacked_messages >= limit:
             consumer.blocked = True
         changes.consumers.add(consumer_id)
 
@@ -543,22 +546,22 @@ class Subscription:
         if ack_set is None:
             if held:
                 acked = owner.pending[pos].batch_size
-                if settings.batch_index_ack and mask is not None:
+                if settings.acknowledgment_at_batch_index_level_enabled and mask is not None:
                     acked = unacked_count(mask)
                 self._remove_pending(owner, pos, settings.max_unacked_messages_per_consumer)
-                owner.unacked -= acked
+                owner.unacked_messages -= acked
                 self.changes.consumers.add(owner.consumer_id)
             out[pos] = 0
             if pos in self._redeliveries:
                 self._set_redelivery(pos, None)
             self._drop_nacks_at(pos)
-        elif settings.batch_index_ack:
+        elif settings.acknowledgment_at_batch_index_level_enabled:
             if held:
                 if mask is not None:
                     acked = unacked_count(mask) - unacked_count(mask & ack_set)
                 else:
                     acked = batch_size - unacked_count(ack_set)
-                owner.unacked -= acked
+                owner.unacked_messages -= acked
                 self.changes.consumers.add(owner.consumer_id)
                 self.changes.pending_changed(owner.consumer_id, pos)
             out[pos] = (mask if mask is not None else (1 << batch_size) - 1) & ack_set
@@ -574,7 +577,7 @@ class Subscription:
         consumer = self._consumer(consumer_id, "NACK")
         if cursor.sub_type not in SHARED_MODES:
             return
-        due = now + max(consumer.nack_delay_ms, MIN_NACK_DELAY_MS)
+        due = now + max(consumer.negative_ack_delay_ms, MIN_NACK_DELAY_MS)
         for pos in dict.fromkeys(positions):
             self.nacks.append((due, consumer_id, pos))
             self._timer_added(due)
@@ -623,7 +626,9 @@ class Subscription:
         # only ids in this consumer's own pending acks (no owner search, unlike acks)
         taken = [p for p in dict.fromkeys(positions) if p in consumer.pending]
         for pos in taken:
-            consumer.unacked -= self._remaining(cursor, pos, consumer.pending[pos].batch_size, settings)
+            consumer.unacked_messages -= self._remaining(
+                cursor, pos, consumer.pending[pos].batch_size, settings
+            )
             self._remove_pending(consumer, pos, settings.max_unacked_messages_per_consumer)
         consumer.blocked = False
         self.changes.consumers.add(consumer_id)
@@ -677,7 +682,7 @@ class Subscription:
                 (pos, owner) for pos, owner in zip(taken, named, strict=True) if owner not in (cid, None)
             )
         self._timers_changed()  # its ack-timeout timers went with the pending acks
-        consumer.unacked = 0
+        consumer.unacked_messages = 0
         consumer.blocked = False
         return taken, all_mine
 
@@ -782,7 +787,7 @@ class Subscription:
                 continue
             pending = consumer.pending[pos]
             dead = _dead_letter(consumer, pending)
-            consumer.unacked -= self._remaining(cursor, pos, pending.batch_size, settings)
+            consumer.unacked_messages -= self._remaining(cursor, pos, pending.batch_size, settings)
             self._remove_pending(consumer, pos, settings.max_unacked_messages_per_consumer)
             consumer.blocked = False
             self.changes.consumers.add(cid)
@@ -809,7 +814,7 @@ class Subscription:
         self, cursor: Cursor, pos: Position, batch_size: int, settings: SubscriptionSettings
     ) -> int:
         """Messages of an entry not yet acked: batch size minus acked indexes (spec 3.2)."""
-        if settings.batch_index_ack:
+        if settings.acknowledgment_at_batch_index_level_enabled:
             partial = cursor.batch_acks.get(pos)
             if partial is not None:
                 return unacked_count(partial.unacked)
@@ -817,13 +822,13 @@ class Subscription:
 
     def _remove_pending(self, consumer: Consumer, pos: Position, limit: int) -> None:
         """``Consumer.removePendingAcks`` with its unblock check, which runs before the caller
-        subtracts the ack's count: unblocked at ``unacked <= max / 2`` or with limits off."""
+        subtracts the ack's count: unblocked at ``unacked_messages <= max / 2`` or with limits off."""
         removed = consumer.pending.pop(pos)
         if removed.ack_timeout_at >= 0:
             self._timer_removed(removed.ack_timeout_at)
         if self.holder.get(pos) == consumer.consumer_id:
             del self.holder[pos]
-        if (consumer.blocked and consumer.unacked <= limit // 2) or limit <= 0:
+        if (consumer.blocked and consumer.unacked_messages <= limit // 2) or limit <= 0:
             consumer.blocked = False
         self.changes.pending_changed(consumer.consumer_id, pos)
         self.changes.consumers.add(consumer.consumer_id)
@@ -870,13 +875,13 @@ class Subscription:
                 [
                     c.consumer_id,
                     c.name,
-                    c.priority,
+                    c.priority_level,
                     c.order,
                     c.subscribed_at,
                     c.ack_timeout_ms,
-                    c.nack_delay_ms,
+                    c.negative_ack_delay_ms,
                     c.max_redeliver_count,
-                    c.unacked,
+                    c.unacked_messages,
                     c.blocked,
                     c.implicit,
                 ]
@@ -986,13 +991,13 @@ class Subscription:
         sub.switch_until = head["switch_until"]
         sub.next_order = head["next_order"]
         # a state written before ``implicit`` existed has ten fields per consumer
-        for cid, name, priority, order, at, timeout, delay, max_r, unacked, blocked, *rest in head[
+        for cid, name, priority_level, order, at, timeout, delay, max_r, unacked, blocked, *rest in head[
             "consumers"
         ]:
             sub.consumers[cid] = Consumer(
                 cid,
                 name,
-                priority,
+                priority_level,
                 order,
                 at,
                 timeout,

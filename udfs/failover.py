@@ -88,7 +88,7 @@ def failover_rows(consumers: pa.Table, settings: FailoverSettings) -> pa.Table:
         }
         selection = select_active_many(
             group=sub_code,
-            priority=_numbers(consumers.column("priority_level"), 0)[rows],
+            priority_level=_numbers(consumers.column("priority_level"), 0)[rows],
             name=[names[i] if names[i] is not None else "" for i in row_list],  # ServerCnx: "" if unset
             partition_index=[
                 0 if sub_type[i] == "Exclusive" else dispatcher[(topics[i], partitions[i])][1]

@@ -256,13 +256,13 @@ class _Sub:
         "earliest",
         "json_name",
         "live",
-        "nack_delay",
         "name",
         "names",
+        "negative_ack_delay_ms",
         "next_consumer_id",
         "partial",
         "pending",
-        "priorities",
+        "priority_levels",
         "read",
         "rejoin",
         "replay",
@@ -272,17 +272,19 @@ class _Sub:
         "sub_type",
     )
 
-    def __init__(self, name: str, sub_type: str, cumulative: bool, earliest: bool, nack_delay: int) -> None:
+    def __init__(
+        self, name: str, sub_type: str, cumulative: bool, earliest: bool, negative_ack_delay_ms: int
+    ) -> None:
         self.name = name
         self.sub_type = sub_type
         self.shared = sub_type in ("Shared", "Key_Shared")
         self.json_name = json.dumps(name)
         self.cumulative = cumulative
         self.earliest = earliest
-        self.nack_delay = nack_delay
+        self.negative_ack_delay_ms = negative_ack_delay_ms
         self.consumers: list[int] = []
         self.names: dict[int, str] = {}
-        self.priorities: dict[int, int] = {}
+        self.priority_levels: dict[int, int] = {}
         self.live: list[int] = []
         self.active = 0
         self.next_consumer_id = 1
@@ -401,11 +403,11 @@ class _Simulation:
                 sub_type = _SUB_TYPES[(t + j) % len(_SUB_TYPES)]
                 cumulative = sub_type in ("Exclusive", "Failover") and rng.random() < 0.5
                 earliest = rng.random() < 0.8
-                nack_delay = rng.choice((1000, 2000, 3000))
+                negative_ack_delay_ms = rng.choice((1000, 2000, 3000))
                 consumers = {"Exclusive": 1, "Failover": 2, "Shared": rng.choice((2, 3)), "Key_Shared": 2}[
                     sub_type
                 ]
-                sub_specs.append((name, sub_type, cumulative, earliest, nack_delay, consumers))
+                sub_specs.append((name, sub_type, cumulative, earliest, negative_ack_delay_ms, consumers))
             for p in indexes:
                 unit = _Unit(topic, p, BASE_EVENT_TIME + 7 * len(units))
                 unit.producers = [
@@ -413,14 +415,14 @@ class _Simulation:
                 ]
                 for _ in range(rng.randint(0, 3)):
                     unit.startup.append(("publish",))
-                for name, sub_type, cumulative, earliest, nack_delay, consumers in sub_specs:
-                    sub = _Sub(name, sub_type, cumulative, earliest, nack_delay)
+                for name, sub_type, cumulative, earliest, negative_ack_delay_ms, consumers in sub_specs:
+                    sub = _Sub(name, sub_type, cumulative, earliest, negative_ack_delay_ms)
                     unit.subs.append(sub)
                     for k in range(consumers):
                         # Failover on a non-partitioned topic: distinct priorities, so the
                         # broker's pick is the priority-0 consumer without the hash ring.
-                        priority = k if sub_type == "Failover" and p < 0 else 0
-                        unit.startup.append(("subscribe", sub, f"{name}-c{k + 1}", priority))
+                        priority_level = k if sub_type == "Failover" and p < 0 else 0
+                        unit.startup.append(("subscribe", sub, f"{name}-c{k + 1}", priority_level))
                 units.append(unit)
         return units
 
@@ -515,8 +517,8 @@ class _Simulation:
             action = u.startup.popleft()
             if action[0] == "publish":
                 return self._publish(u, n)
-            _, sub, name, priority = action
-            return self._subscribe(u, n, sub, name, priority)
+            _, sub, name, priority_level = action
+            return self._subscribe(u, n, sub, name, priority_level)
         rng = self.rng
         if rng.random() >= self.publish_rate and u.subs:
             sub = u.subs[int(rng.random() * len(u.subs))]
@@ -566,7 +568,7 @@ class _Simulation:
         u.next_entry += 1
         return ev
 
-    def _subscribe(self, u: _Unit, n: int, sub: _Sub, name: str, priority: int) -> dict[str, Any]:
+    def _subscribe(self, u: _Unit, n: int, sub: _Sub, name: str, priority_level: int) -> dict[str, Any]:
         rng = self.rng
         consumer_id = sub.next_consumer_id
         sub.next_consumer_id += 1
@@ -574,7 +576,7 @@ class _Simulation:
         sub.consumers.append(consumer_id)
         sub.live.append(consumer_id)
         sub.names[consumer_id] = name
-        sub.priorities[consumer_id] = priority
+        sub.priority_levels[consumer_id] = priority_level
         sub.pending[consumer_id] = []
         sub.stuck[consumer_id] = []
         if first:
@@ -583,10 +585,10 @@ class _Simulation:
         ev = self._consumer_header(u, n, "SUBSCRIBE", sub, consumer_id)
         ev["consumer_name"] = name
         ev["sub_type"] = sub.sub_type
-        if sub.sub_type == "Failover" or priority or rng.random() < 0.2:
-            ev["priority_level"] = priority
+        if sub.sub_type == "Failover" or priority_level or rng.random() < 0.2:
+            ev["priority_level"] = priority_level
         if sub.shared:
-            ev["negative_ack_delay_ms"] = sub.nack_delay
+            ev["negative_ack_delay_ms"] = sub.negative_ack_delay_ms
         if sub.earliest:
             ev["initial_position"] = "Earliest"
         elif rng.random() < 0.5:
@@ -597,8 +599,8 @@ class _Simulation:
         """The broker's active consumer for Exclusive/Failover (spec 5.1, modulo case)."""
         if sub.shared or not sub.live:
             return
-        top = min(sub.priorities[c] for c in sub.live)
-        group = sorted((c for c in sub.live if sub.priorities[c] == top), key=lambda c: sub.names[c])
+        top = min(sub.priority_levels[c] for c in sub.live)
+        group = sorted((c for c in sub.live if sub.priority_levels[c] == top), key=lambda c: sub.names[c])
         sub.active = group[u.partition % len(group)] if u.partition >= 0 else group[0]
 
     def _consume(self, u: _Unit, n: int, sub: _Sub) -> Record | None:
@@ -725,7 +727,7 @@ class _Simulation:
         ev = self._consumer_header(u, n, "NACK", sub, consumer)
         ev["message_ids"] = [{"ledger_id": u.pub_ledger[p], "entry_id": u.pub_entry[p]}]
         # Well past the delay (the nack tracker rounds to 256 ms buckets or polls at delay/3).
-        sub.delayed.append((u.time + 2 * sub.nack_delay + 1000, p))
+        sub.delayed.append((u.time + 2 * sub.negative_ack_delay_ms + 1000, p))
         return ev
 
     def _redeliver(self, u: _Unit, n: int, sub: _Sub) -> dict[str, Any] | None:

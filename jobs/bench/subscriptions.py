@@ -70,7 +70,7 @@ class FailoverWorkload:
     subscription: np.ndarray  # object
     consumer_id: np.ndarray  # int64
     consumer_name: list[str]
-    priority: np.ndarray  # int32
+    priority_level: np.ndarray  # int32
     subscribed_at: np.ndarray  # int64
 
     @property
@@ -118,10 +118,10 @@ def failover_workload(subscriptions: int, seed: int = SEED) -> FailoverWorkload:
     slot = np.arange(n) - np.repeat(np.cumsum(count) - count, count)  # consumer number in its sub
     name_codes = rng.integers(0, 16**5, size=(int(name_seed.max()) + 1, 5))
     names = [f"{code:05x}" for code in name_codes[name_seed[group], slot].tolist()]
-    # priorities, like names, belong to the consumer: the same on every partition
+    # priority levels, like names, belong to the consumer: the same on every partition
     mixed = rng.random(int(name_seed.max()) + 1) < 0.3
     levels = np.where(mixed[:, None], rng.integers(0, 3, size=name_codes.shape), 0)
-    priority = levels[name_seed[group], slot].astype(np.int32)
+    priority_level = levels[name_seed[group], slot].astype(np.int32)
     return FailoverWorkload(
         group=group,
         topic=sub_topic[group],
@@ -129,7 +129,7 @@ def failover_workload(subscriptions: int, seed: int = SEED) -> FailoverWorkload:
         subscription=np.array([f"sub-{i}" for i in sub_index.tolist()], dtype=object)[group],
         consumer_id=slot.astype(np.int64),
         consumer_name=names,
-        priority=priority,
+        priority_level=priority_level,
         subscribed_at=1_000_000 + np.arange(n, dtype=np.int64),
     )
 
@@ -146,7 +146,7 @@ def consumers_arrow(workload: FailoverWorkload) -> pa.Table:
             "consumer_id": pa.array(workload.consumer_id, pa.int64()),
             "consumer_name": pa.array(workload.consumer_name, pa.string()),
             "sub_type": pa.array(["Failover"] * workload.consumers, pa.string()),
-            "priority_level": pa.array(workload.priority, pa.int32()),
+            "priority_level": pa.array(workload.priority_level, pa.int32()),
             "connected": pa.array(np.ones(workload.consumers, dtype=bool)),
             "subscribed_at": pa.array(workload.subscribed_at, pa.int64()),
         }
@@ -213,7 +213,7 @@ def measure_failover_engine(ctx: Context) -> list[Figure]:
 
     def vectorised() -> float:
         started = time.perf_counter()
-        selection = select_active_many(w.group, w.priority, w.consumer_name, part, topics, consistent)
+        selection = select_active_many(w.group, w.priority_level, w.consumer_name, part, topics, consistent)
         elapsed = time.perf_counter() - started
         assert selection.rows.size == w.subscriptions
         return w.subscriptions / elapsed
@@ -221,7 +221,7 @@ def measure_failover_engine(ctx: Context) -> list[Figure]:
     sample = min(SCALAR_SAMPLE, w.subscriptions)
     bounds = np.searchsorted(w.group, np.arange(sample + 1))
     subs = [
-        ([(int(w.priority[i]), w.consumer_name[i]) for i in range(lo, hi)], int(part[lo]), topics[lo])
+        ([(int(w.priority_level[i]), w.consumer_name[i]) for i in range(lo, hi)], int(part[lo]), topics[lo])
         for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
     ]
 

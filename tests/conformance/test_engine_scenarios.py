@@ -88,7 +88,7 @@ def _subscription_stats(state: PartitionState, name: str) -> dict:
         "msgBacklog": cursor.backlog(state.ledgers),
         "type": cursor.sub_type,
         "unackedMessages": sub.unacked_messages() if sub else 0,
-        "consumers": [{"consumerName": c.name, "unackedMessages": c.unacked} for c in consumers],
+        "consumers": [{"consumerName": c.name, "unackedMessages": c.unacked_messages} for c in consumers],
     }
     if sub is not None and sub.active_name() is not None and cursor.sub_type in ("Exclusive", "Failover"):
         out["activeConsumerName"] = sub.active_name()

@@ -113,8 +113,8 @@ class Stream:
     def sub(self, name: str = "s"):
         return self.state.subscriptions[name]
 
-    def unacked(self, cid: int, name: str = "s") -> int:
-        return self.sub(name).consumers[cid].unacked
+    def unacked_messages(self, cid: int, name: str = "s") -> int:
+        return self.sub(name).consumers[cid].unacked_messages
 
     def pending(self, cid: int, name: str = "s") -> dict[Position, int]:
         return {p: a.redelivery_count for p, a in self.sub(name).consumers[cid].pending.items()}
@@ -137,7 +137,7 @@ def test_ack_from_another_consumer_removes_the_owners_pending_ack():
     s.apply(s.dispatch(1, 10, 0), s.dispatch(1, 10, 1))
     s.apply(s.ack(2, (10, 0)))
     assert s.pending(1) == {P(10, 1): 0}
-    assert (s.unacked(1), s.unacked(2)) == (1, 0)
+    assert (s.unacked_messages(1), s.unacked_messages(2)) == (1, 0)
     assert s.state.cursors["s"].mark_delete == P(10, 0)
 
 
@@ -147,7 +147,7 @@ def test_ack_of_an_entry_nobody_holds_moves_the_cursor_only():
     s.apply(s.dispatch(1, 10, 1))
     s.apply(s.ack(2, (10, 0)))
     assert s.state.cursors["s"].mark_delete == P(10, 0)
-    assert (s.unacked(1), s.unacked(2)) == (1, 0)
+    assert (s.unacked_messages(1), s.unacked_messages(2)) == (1, 0)
 
 
 def test_cumulative_ack_on_shared_is_ignored_and_recorded():
@@ -156,20 +156,20 @@ def test_cumulative_ack_on_shared_is_ignored_and_recorded():
     s.apply(s.dispatch(1, 10, 0), s.ack(1, (10, 0), cumulative=True))
     assert s.rejects == ["cumulative_ack_not_allowed"]
     assert s.state.cursors["s"].mark_delete == P(10, -1)
-    assert s.unacked(1) == 1
+    assert s.unacked_messages(1) == 1
 
 
 def test_batch_index_ack_lowers_unacked_but_keeps_the_pending_ack():
     """3 edge 4 and 5: an ack_set ack never removes the pending ack; counts are in messages."""
     s = shared_with_two(acknowledgment_at_batch_index_level_enabled=True)
     s.apply(s.dispatch(1, 10, 0, batch_size=5))
-    assert s.unacked(1) == 5
+    assert s.unacked_messages(1) == 5
     # indexes 0 and 1 acked: bits set = still unacked -> 0b11100
     s.apply(s.ack(1, {"ledger_id": 10, "entry_id": 0, "batch_size": 5, "ack_set": [0b11100]}))
-    assert s.unacked(1) == 3
+    assert s.unacked_messages(1) == 3
     assert P(10, 0) in s.sub().consumers[1].pending
     s.apply(s.ack(1, (10, 0)))  # the client's final plain ack: the 3 remaining messages
-    assert s.unacked(1) == 0
+    assert s.unacked_messages(1) == 0
     assert s.sub().consumers[1].pending == {}
 
 
@@ -178,17 +178,18 @@ def test_batch_index_ack_with_the_feature_off_changes_no_count():
     s = shared_with_two()
     s.apply(s.dispatch(1, 10, 0, batch_size=5))
     s.apply(s.ack(1, {"ledger_id": 10, "entry_id": 0, "batch_size": 5, "ack_set": [0b11100]}))
-    assert s.unacked(1) == 5
+    assert s.unacked_messages(1) == 5
 
 
 def test_blocked_at_the_limit_and_unblocked_at_half_before_the_subtraction():
-    """3.4 and edge 6: block at unacked >= max; unblock when unacked <= max/2 *before* the ack."""
+    """3.4 and edge 6: block at unacked_messages >= max; unblock when unacked_messages <= max/2
+    *before* the ack."""
     s = shared_with_two(entries=8, max_unacked_messages_per_consumer=4)
     s.apply(*(s.dispatch(1, 10, e) for e in range(4)))
     assert s.sub().consumers[1].blocked
     s.apply(s.ack(1, (10, 0)))  # 4 > 2 before subtracting: still blocked
     s.apply(s.ack(1, (10, 1)))  # 3 > 2
-    assert s.sub().consumers[1].blocked and s.unacked(1) == 2
+    assert s.sub().consumers[1].blocked and s.unacked_messages(1) == 2
     s.apply(s.ack(1, (10, 2)))  # 2 <= 2 before subtracting: unblocked
     assert not s.sub().consumers[1].blocked
 
@@ -221,7 +222,7 @@ def test_redeliver_all_resets_unacked_and_counts_grow():
     s = shared_with_two()
     s.apply(s.dispatch(1, 10, 0), s.dispatch(1, 10, 1))
     s.apply(s.ids("REDELIVER", 1))
-    assert s.unacked(1) == 0
+    assert s.unacked_messages(1) == 0
     s.apply(s.dispatch(2, 10, 0), s.ids("REDELIVER", 2), s.dispatch(1, 10, 0))
     assert s.pending(1) == {P(10, 0): 2}
 
@@ -370,7 +371,7 @@ def test_single_active_types_keep_no_pending_acks(sub_type):
     s = Stream()
     s.publish(10, 0, 1)
     s.apply(s.subscribe(1, sub_type), s.dispatch(1, 10, 0), s.ids("NACK", 1, (10, 0)))
-    assert s.sub().consumers[1].pending == {} and s.unacked(1) == 0
+    assert s.sub().consumers[1].pending == {} and s.unacked_messages(1) == 0
     assert s.sub().redeliveries == {}
 
 
@@ -398,7 +399,7 @@ def test_batch_index_ack_without_batch_size_takes_it_from_the_pending_ack():
     s.apply(s.ack(1, {"ledger_id": 10, "entry_id": 0, "ack_set": [0b11011]}))
     s.apply(s.ack(1, {"ledger_id": 10, "entry_id": 0, "ack_set": [0b11110]}))
     assert s.rejects == []
-    assert s.unacked(1) == 3
+    assert s.unacked_messages(1) == 3
     partial = s.state.cursors["s"].batch_acks[P(10, 0)]
     assert (partial.batch_size, partial.acked_count) == (5, 2)
 
@@ -416,7 +417,7 @@ def test_non_persistent_topic_keeps_no_acknowledgement_state():
         s.apply(s.dispatch(1, 0, 0))
     s.apply(s.ack(1, (0, 0)), s.ids("REDELIVER", 1))
     assert s.rejects == []
-    assert s.unacked(1) == 0
+    assert s.unacked_messages(1) == 0
     assert s.pending(1) == {}
     assert s.state.cursors["s"].backlog(s.state.ledgers) == 0
 
@@ -431,7 +432,7 @@ def test_two_ids_of_one_batch_in_one_command_each_count_against_the_cursor_befor
     s.apply(s.subscribe(1), s.dispatch(1, 10, 0, batch_size=5))
     same = {"ledger_id": 10, "entry_id": 0, "ack_set": [0b11010]}
     s.apply(s.ack(1, same, dict(same)))
-    assert s.unacked(1) == 1
+    assert s.unacked_messages(1) == 1
     assert s.state.cursors["s"].batch_acks[P(10, 0)].acked_count == 2  # the cursor ANDs: exact
 
 
@@ -441,7 +442,7 @@ def test_the_same_ids_in_two_commands_count_once():
     s.apply(s.subscribe(1), s.dispatch(1, 10, 0, batch_size=5))
     same = {"ledger_id": 10, "entry_id": 0, "ack_set": [0b11010]}
     s.apply(s.ack(1, same), s.ack(1, dict(same)))
-    assert s.unacked(1) == 3
+    assert s.unacked_messages(1) == 3
 
 
 def test_ids_after_one_beyond_the_last_entry_still_release_their_pending_acks():
@@ -454,7 +455,7 @@ def test_ids_after_one_beyond_the_last_entry_still_release_their_pending_acks():
     s.apply(s.ack(1, (10, 0), (10, 9), (10, 1)))
     assert s.rejects == ["ack_beyond_last_published"]
     assert s.pending(1) == {P(10, 2): 0}
-    assert s.unacked(1) == 1
+    assert s.unacked_messages(1) == 1
     assert s.state.cursors["s"].mark_delete == P(10, 0)
     assert not s.state.cursors["s"].is_deleted(P(10, 1))
 
@@ -479,7 +480,7 @@ def test_shared_dispatch_of_an_acked_entry_counts_like_any_dispatch():
     s.apply(s.subscribe(1), s.dispatch(1, 24, 0), s.dispatch(1, 24, 1), s.ack(1, (24, 0)))
     s.apply(s.dispatch(1, 24, 0))
     assert s.rejects == []
-    assert s.unacked(1) == 2
+    assert s.unacked_messages(1) == 2
 
 
 # ---- implicit consumers (a stream that starts after its consumers subscribed) ---------------
@@ -517,16 +518,17 @@ def test_implicit_consumers_attach_the_consumer_of_any_command(command):
     s.apply(event)
     assert s.rejects == []
     consumer = s.sub().consumers[7]
-    assert (consumer.name, consumer.priority, consumer.implicit) == ("7", 0, True)
-    assert (consumer.ack_timeout_ms, consumer.nack_delay_ms, consumer.max_redeliver_count) == (0, 60_000, 0)
+    assert (consumer.name, consumer.priority_level, consumer.implicit) == ("7", 0, True)
+    assert (consumer.ack_timeout_ms, consumer.max_redeliver_count) == (0, 0)
+    assert consumer.negative_ack_delay_ms == 60_000
 
 
 def test_an_implicit_consumer_is_then_served_like_a_subscribed_one():
     s = _closed_after_subscribing("Shared", implicit=True)
     s.apply(s.dispatch(7, 10, 0), s.dispatch(7, 10, 1), s.dispatch(8, 10, 2))
-    assert (s.unacked(7), s.unacked(8)) == (2, 1)
+    assert (s.unacked_messages(7), s.unacked_messages(8)) == (2, 1)
     s.apply(s.ack(7, (10, 0), (10, 1)), s.ack(8, (10, 2)))
-    assert (s.unacked(7), s.unacked(8)) == (0, 0)
+    assert (s.unacked_messages(7), s.unacked_messages(8)) == (0, 0)
     assert s.state.cursors["s"].mark_delete == P(10, 2)
     s.apply(s.close(7))  # and it leaves like one
     assert 7 not in s.sub().consumers
@@ -702,13 +704,13 @@ def _encode_by_position(sub: Subscription) -> bytes:
             [
                 c.consumer_id,
                 c.name,
-                c.priority,
+                c.priority_level,
                 c.order,
                 c.subscribed_at,
                 c.ack_timeout_ms,
-                c.nack_delay_ms,
+                c.negative_ack_delay_ms,
                 c.max_redeliver_count,
-                c.unacked,
+                c.unacked_messages,
                 c.blocked,
                 c.implicit,
             ]
@@ -823,7 +825,7 @@ def test_encode_of_redeliver_alls_as_columns_is_the_encode_of_the_materialized_s
             0,
             now,
             ack_timeout_ms=150 if cid == 3 else 0,
-            nack_delay_ms=100,
+            negative_ack_delay_ms=100,
             max_redeliver_count=2,
         )
 

@@ -213,7 +213,7 @@ def test_trim_forgets_replays_in_deleted_ledgers_and_keeps_pending_acks():
     assert sub.changes.redeliveries == {Position(10, 0): None}
     assert sorted(sub.tracker) == [Position(11, 1)]
     assert sorted(map(str, sub.consumers[1].pending)) == ["10:1", "10:2", "11:0"]
-    assert sub.consumers[1].unacked == 3
+    assert sub.consumers[1].unacked_messages == 3
     assert Subscription.decode(sub.encode()).encode() == sub.encode()
 
 
@@ -242,5 +242,5 @@ def test_after_a_trim_the_held_entries_are_acked_and_the_nack_replays_nothing():
     assert not state.apply(batch, EngineSettings()).rejects
     sub = state.subscriptions["s"]
     assert sub.consumers[1].pending == {}
-    assert sub.consumers[1].unacked == 0
+    assert sub.consumers[1].unacked_messages == 0
     assert sorted(map(str, sub.redeliveries)) == ["11:1"]

@@ -166,7 +166,7 @@ class _Tables:
         # the consumer tables, rebuilt from differences, are the engine's consumer state
         connected = {k: v[1] for k, v in self.consumers.items() if v[0]}
         assert connected == {
-            (name, cid): c.unacked
+            (name, cid): c.unacked_messages
             for name, sub in whole.subscriptions.items()
             for cid, c in sub.consumers.items()
         }

@@ -39,7 +39,7 @@ def _row(sub: str, cid: int, name: str | None, at: int | None, **kw: Any) -> dic
         "consumer_id": cid,
         "consumer_name": name,
         "sub_type": kw.get("sub_type", "Failover"),
-        "priority_level": kw.get("priority", 0),
+        "priority_level": kw.get("priority_level", 0),
         "connected": kw.get("connected", True),
         "subscribed_at": at,
     }
@@ -91,7 +91,7 @@ def test_subscription_order_is_subscribed_at_then_consumer_id_not_row_order() ->
 
 
 def test_subscriptions_of_one_partition_are_selected_independently() -> None:
-    rows = [_row(f"sub-{s}", c, f"c{c}", c, priority=c % 2) for s in range(5) for c in range(s + 1)]
+    rows = [_row(f"sub-{s}", c, f"c{c}", c, priority_level=c % 2) for s in range(5) for c in range(s + 1)]
     active = _run(rows, partition=3)
     for s in range(5):
         consumers = [(c % 2, f"c{c}") for c in range(s + 1)]

@@ -20,7 +20,7 @@ def test_workload_shape_matches_its_description() -> None:
     assert per_sub.min() >= 1 and per_sub.max() <= 5
     assert np.all(np.diff(w.group) >= 0)  # subscriptions contiguous, in subscription order
     assert set(np.unique(w.partition).tolist()) == {-1, 0, 1, 2, 3}  # both kinds of topic
-    assert set(np.unique(w.priority).tolist()) == {0, 1, 2}
+    assert set(np.unique(w.priority_level).tolist()) == {0, 1, 2}
     assert all(len(name) == 5 for name in w.consumer_name)
 
 
@@ -30,7 +30,7 @@ def test_a_subscription_keeps_its_consumers_names_on_every_partition() -> None:
     for g in np.unique(w.group).tolist():
         rows = np.flatnonzero(w.group == g)
         key = (w.topic[rows[0]], w.subscription[rows[0]])
-        by_sub.setdefault(key, set()).add(tuple((w.consumer_name[i], int(w.priority[i])) for i in rows))
+        by_sub.setdefault(key, set()).add(tuple((w.consumer_name[i], int(w.priority_level[i])) for i in rows))
     assert all(len(variants) == 1 for variants in by_sub.values())
     assert any(len(np.unique(w.partition[w.topic == t])) == 4 for t, _ in by_sub)
 
@@ -40,7 +40,7 @@ def test_the_udf_and_the_engine_pick_the_same_consumers_on_the_workload() -> Non
     w = b.failover_workload(300)
     table = b.consumers_arrow(w)
     part = np.where(w.partition >= 0, w.partition, -1)
-    engine = select_active_many(w.group, w.priority, w.consumer_name, part, w.full_topic_names(), False)
+    engine = select_active_many(w.group, w.priority_level, w.consumer_name, part, w.full_topic_names(), False)
     expected = set(engine.rows.tolist())
     got = set()
     keys = sorted({(t, int(p)) for t, p in zip(w.topic.tolist(), w.partition.tolist(), strict=True)})
