@@ -11,16 +11,19 @@ from typing import Final
 
 from pyspark.sql import types as T
 
-# kind values of APPLY_OUTPUT
-PARTITION, CURSOR, RANGE, BATCH, LEDGER, REJECT = "partition", "cursor", "range", "batch", "ledger", "reject"
-CONSUMER, PENDING, REDELIVERY, ACTIVE_CHANGE = "consumer", "pending", "redelivery", "active_change"
-# a `producers` row; a `send_receipts` row; the late answer to a SEND of an earlier batch
-PRODUCER, RECEIPT, LATE_RECEIPT = "producer", "receipt", "late_receipt"
+# kind values of APPLY_OUTPUT (and of STATE_INPUT: partitions and cursors): the name of the
+# table a row goes to (jobs.ingest.projections), so one name serves the row and its table
+PARTITION, CURSOR = "topic_partitions", "cursors"
+RANGE, BATCH, LEDGER, REJECT = "ack_ranges", "batch_acks", "ledgers", "rejected_events"
+CONSUMER, PENDING = "consumers", "pending_acks"
+REDELIVERY, ACTIVE_CHANGE = "redeliveries", "active_consumer_changes"
+PRODUCER, RECEIPT = "producers", "send_receipts"
+LATE_RECEIPT = "send_receipt_answers"  # the answer to a SEND of an earlier batch: updates its receipt
 UPSERT, DELETE = "upsert", "delete"
 
-# What the UDF reads of the current state: one row per topic partition (kind "partition",
+# What the UDF reads of the current state: one row per topic partition (kind PARTITION,
 # ``state`` = encoded ledgers, ``producers_state`` = encoded engine.dedup.Producers) and one per
-# cursor (kind "cursor", ``state`` = encoded cursor).
+# cursor (kind CURSOR, ``state`` = encoded cursor).
 STATE_INPUT: Final = T.StructType(
     [
         T.StructField("topic", T.StringType(), False),
@@ -30,10 +33,10 @@ STATE_INPUT: Final = T.StructType(
         T.StructField("state", T.BinaryType()),
         T.StructField("last_seq", T.LongType()),
         T.StructField("last_event_time", T.LongType()),
-        # kind "cursor": the encoded consumers of the subscription (engine.subscription)
+        # kind CURSOR: the encoded consumers of the subscription (engine.subscription)
         T.StructField("subscription_state", T.BinaryType()),
         T.StructField("producers_state", T.BinaryType()),
-        # kind "partition": the first ledger a requested ledger trim keeps (null: none asked);
+        # kind PARTITION: the first ledger a requested ledger trim keeps (null: none asked);
         # applied before the batch's events (udfs.apply, udfs.trim)
         T.StructField("first_retained_ledger", T.LongType()),
     ]
