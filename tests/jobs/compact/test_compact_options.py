@@ -1,6 +1,6 @@
 """``ackstate compact`` options, ``ackstate sql`` text handling and the report's pure part: no JVM.
 
-The Spark side of each is in tests/spark (test_compact.py, test_sql.py, test_report.py).
+The Spark side of each is in tests/jobs (compact/test_compact.py, read/test_sql.py, read/test_report.py).
 """
 
 from __future__ import annotations
