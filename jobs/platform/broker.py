@@ -40,7 +40,7 @@ log = logging.getLogger("ackstate.broker")
 
 PULSAR_VERSION = "4.0.7"
 INTERCEPTOR_NAME = "ackstate"  # `name` in the NAR's broker_interceptor.yml; brokerInterceptors=
-MANIFEST = "ackstate-jars.json"
+
 REPO_ROOT = Path(__file__).resolve().parents[2]  # jobs/platform/broker.py
 INTERCEPTOR_SOURCE = REPO_ROOT / "interceptor"
 

@@ -37,12 +37,13 @@ from typing import Literal
 
 from jobs.platform.config import AckstateConfig, conf_dir
 from jobs.platform.errors import DeltaJarsMissingError
+from jobs.platform.maven import MANIFEST
 
 log = logging.getLogger("ackstate.jars")
 
 JARS_DIR_ENV = "ACKSTATE_JARS_DIR"
 DEFAULT_JARS_DIR = Path("~/.cache/ackstate/jars")
-MANIFEST = "ackstate-jars.json"
+
 DEFAULT_CENTRAL = "https://repo1.maven.org/maven2/"
 
 Resolver = Literal["auto", "maven", "ivy"]

@@ -10,13 +10,14 @@ import pytest
 from jobs.platform import broker
 from jobs.platform.broker import find_interceptor_nar, find_pulsar_lib
 from jobs.platform.errors import PulsarSetupError
+from jobs.platform.maven import MANIFEST
 
 
 def _entry(directory: Path, files: list[str], source: str | None = None) -> None:
     directory.mkdir(parents=True)
     for name in files:
         (directory / name).write_bytes(b"x")
-    (directory / broker.MANIFEST).write_text(json.dumps({"files": files, "source": source}))
+    (directory / MANIFEST).write_text(json.dumps({"files": files, "source": source}))
 
 
 def test_missing_broker_jars_name_the_setup_command(tmp_path: Path) -> None:
@@ -40,7 +41,7 @@ def test_a_nar_built_from_other_sources_counts_as_missing(tmp_path: Path) -> Non
     _entry(broker.interceptor_dir(tmp_path), ["ackstate-interceptor.nar"], source="older")
     with pytest.raises(PulsarSetupError, match="older than interceptor/"):
         find_interceptor_nar(tmp_path)
-    (broker.interceptor_dir(tmp_path) / broker.MANIFEST).write_text(
+    (broker.interceptor_dir(tmp_path) / MANIFEST).write_text(
         json.dumps({"files": ["ackstate-interceptor.nar"], "source": current})
     )
     assert find_interceptor_nar(tmp_path).name == "ackstate-interceptor.nar"

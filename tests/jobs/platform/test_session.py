@@ -14,7 +14,8 @@ from pyspark.sql import SparkSession
 from jobs.platform import session as session_module
 from jobs.platform.config import load_config
 from jobs.platform.errors import DeltaJarsMissingError
-from jobs.platform.jars import MANIFEST, find_delta_jars, jars_root
+from jobs.platform.jars import find_delta_jars, jars_root
+from jobs.platform.maven import MANIFEST
 from jobs.platform.session import get_spark, spark_defaults
 
 pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
