@@ -289,10 +289,25 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
         PartitionLog partition = tracked.partition();
         synchronized (partition) {
             long now = System.currentTimeMillis(); // event_time, and seq from the same read
-            if (copy.getMessageIdsCount() == 0) {
-                tracked.redeliveredAll(now);
-            }
             offer(new Event.Redeliver(partition, now, partition.clock.next(now), tracked, copy));
+        }
+        if (copy.getMessageIdsCount() == 0) {
+            markWritesQueuedBefore(cnx, tracked);
+        }
+    }
+
+    /**
+     * Marks the writes already queued on the connection's event loop as queued before this
+     * redeliver-all: a task queued now runs after them (the loop runs its tasks in order, and
+     * {@code PulsarCommandSenderImpl.sendMessagesToConsumer} always queues a consumer's writes
+     * as a task, right after {@code Consumer.sendMessages} added their entries to the pending acks).
+     */
+    private static void markWritesQueuedBefore(ServerCnx cnx, TrackedConsumer tracked) {
+        tracked.redeliverAllHandled();
+        try {
+            cnx.ctx().channel().eventLoop().execute(tracked::writesQueuedBeforeRedeliverAllDone);
+        } catch (RuntimeException e) { // the loop is shutting down: no write of this connection follows
+            tracked.writesQueuedBeforeRedeliverAllDone();
         }
     }
 
@@ -349,8 +364,8 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             EntryFields entry = EntryFields.read(payload);
             synchronized (partition) {
                 long now = System.currentTimeMillis(); // event_time, and seq from the same read
-                // (under the lock only in the seconds after a redeliver-all)
-                boolean takenBack = tracked.mayHaveTakenBack(now) && takenBack(consumer, ledgerId, entryId);
+                // (looked up only for the writes queued before a redeliver-all)
+                boolean takenBack = tracked.mayHaveTakenBack() && takenBack(consumer, ledgerId, entryId);
                 if (entry != null && partition.needsPublish(ledgerId, entryId)) {
                     publishFromEntry(partition, now, ledgerId, entryId, entry.batchSize(), payload, consumer);
                 }
@@ -376,9 +391,10 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
      * redelivery set. The broker's order was dispatch, then redeliver, so a REDELIVER of this
      * entry alone follows the DISPATCH. Consumers of other types keep no pending acks.
      *
-     * <p>The look-up (a read lock and a tree search on the I/O thread) is made only within
-     * {@link TrackedConsumer#TAKE_BACK_WINDOW_MS} of the consumer's last redeliver-all: in a
-     * profile of the plugin's bench it cost the broker as much as the writer's number formatting.
+     * <p>The look-up (a read lock and a tree search on the I/O thread) is made only for the
+     * writes queued before a redeliver-all ({@link TrackedConsumer#mayHaveTakenBack}): made on
+     * every dispatch, it cost the broker as much as the writer's number formatting, and made for
+     * a replay after the redeliver-all it took back an entry that an ack had removed instead.
      */
     static boolean takenBack(Consumer consumer, long ledgerId, long entryId) {
         PendingAcksMap pending = consumer.getPendingAcks();

@@ -7,9 +7,6 @@ import org.apache.pulsar.broker.service.Consumer;
  * consumer last asked for a redeliver-all, and whether it has closed.
  */
 final class TrackedConsumer {
-    /** How long after a redeliver-all a dispatched entry is checked against the pending acks:
-     *  the writes the dispatcher queued on the event loop before it run within milliseconds. */
-    static final long TAKE_BACK_WINDOW_MS = 10_000;
     /** How long a closed consumer is still recognised as closed by the per-message hooks: the
      *  writes queued on its connection before the close run within milliseconds. */
     static final long CLOSED_KEPT_MS = 60_000;
@@ -19,9 +16,10 @@ final class TrackedConsumer {
     private final String fullTopic;
     private final PartitionLog partition;
     private final String consumerFields;
-    /** Written and read on the consumer's connection's event loop (its REDELIVER and its
-     *  writes); volatile for a topic unload's thread, which only closes it. */
-    private volatile long redeliverAllMillis = Long.MIN_VALUE / 2;
+    /** Redeliver-alls whose marker task has not yet run on the consumer's connection's event
+     *  loop; only that thread changes it (the REDELIVER hook and the marker) and reads it (the
+     *  writes' DISPATCH hook). */
+    private int redeliverAllsAhead;
     /** When its CLOSE_CONSUMER was emitted; 0 while open. */
     private volatile long closedMillis;
 
@@ -73,12 +71,25 @@ final class TrackedConsumer {
         return nowMillis - closedMillis > CLOSED_KEPT_MS;
     }
 
-    void redeliveredAll(long nowMillis) {
-        redeliverAllMillis = nowMillis;
+    /** On the event loop, as the broker is about to handle a redeliver-all; {@link
+     *  #writesQueuedBeforeRedeliverAllDone} is queued behind the writes already queued. */
+    void redeliverAllHandled() {
+        redeliverAllsAhead++;
     }
 
-    /** True while an entry written now may be one a recent redeliver-all took back. */
-    boolean mayHaveTakenBack(long nowMillis) {
-        return nowMillis - redeliverAllMillis < TAKE_BACK_WINDOW_MS;
+    /** The marker task of {@link #redeliverAllHandled}: the writes queued before it have run. */
+    void writesQueuedBeforeRedeliverAllDone() {
+        redeliverAllsAhead--;
+    }
+
+    /**
+     * True while the event loop runs writes that the dispatcher queued before a redeliver-all was
+     * handled: only such a write can carry an entry that the redeliver-all took back. A write
+     * queued later comes from a dispatch after it (a replay), whose entry the broker may have
+     * dropped from the pending acks for another reason (an ack moved the mark-delete position
+     * past it, {@code PendingAcksMap.removeAllUpTo}) without taking back its unacked count.
+     */
+    boolean mayHaveTakenBack() {
+        return redeliverAllsAhead > 0;
     }
 }

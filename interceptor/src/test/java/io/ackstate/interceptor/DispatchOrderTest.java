@@ -2,6 +2,8 @@ package io.ackstate.interceptor;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.mockito.ArgumentMatchers.any;
+import static org.mockito.Mockito.doAnswer;
 import static org.mockito.Mockito.mock;
 import static org.mockito.Mockito.never;
 import static org.mockito.Mockito.verify;
@@ -9,6 +11,9 @@ import static org.mockito.Mockito.when;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.EventLoop;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -46,9 +51,18 @@ class DispatchOrderTest {
     Path dir;
     private AckstateInterceptor interceptor;
     private final ServerCnx cnx = mock(ServerCnx.class);
+    /** The tasks queued on the connection's event loop, not yet run. */
+    private final List<Runnable> queued = new ArrayList<>();
 
     @BeforeEach
     void start() throws Exception {
+        EventLoop loop = mock(EventLoop.class);
+        doAnswer(call -> queued.add(call.getArgument(0))).when(loop).execute(any());
+        Channel channel = mock(Channel.class);
+        when(channel.eventLoop()).thenReturn(loop);
+        ChannelHandlerContext ctx = mock(ChannelHandlerContext.class);
+        when(ctx.channel()).thenReturn(channel);
+        when(cnx.ctx()).thenReturn(ctx);
         ServiceConfiguration conf = new ServiceConfiguration();
         conf.getProperties().setProperty(AckstateInterceptor.SINK_DIRECTORY, dir.toString());
         PulsarService pulsar = mock(PulsarService.class);
@@ -137,6 +151,41 @@ class DispatchOrderTest {
         String redeliver = lines.get(3);
         assertTrue(redeliver.contains("\"message_ids\":[{\"ledger_id\":3,\"entry_id\":7}]"), redeliver);
         assertEquals(consumerId(lines.get(2)), consumerId(redeliver), "both name the same consumer");
+    }
+
+    /** The event loop runs the tasks queued so far: the writes queued before the redeliver-all. */
+    private void runQueued() {
+        List<Runnable> tasks = new ArrayList<>(queued);
+        queued.clear();
+        tasks.forEach(Runnable::run);
+    }
+
+    @Test
+    void aReplayAfterTheRedeliverAllIsADispatchAlone() throws IOException {
+        // the redeliver-all is handled, an ack moves the mark-delete position past entry 3:7, the
+        // replay sends 3:7 again (added to the pending acks, counted as unacked), and the
+        // dispatcher's next read drops it from the pending acks (PendingAcksMap.removeAllUpTo)
+        // before the event loop writes it: the broker still counts it unacked
+        Consumer consumer = sharedConsumer(false);
+        redeliverAll(consumer);
+        runQueued();
+        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
+        verify(consumer.getPendingAcks(), never()).contains(3L, 7L);
+        assertEquals(List.of("SUBSCRIBE", "REDELIVER", "DISPATCH"),
+                lines().stream().map(DispatchOrderTest::type).toList());
+    }
+
+    @Test
+    void eachRedeliverAllMarksTheWritesQueuedBeforeIt() throws IOException {
+        Consumer consumer = sharedConsumer(false);
+        redeliverAll(consumer);
+        redeliverAll(consumer);
+        queued.remove(0).run(); // the first marker: writes queued before the second still follow
+        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
+        runQueued();
+        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
+        assertEquals(List.of("SUBSCRIBE", "REDELIVER", "REDELIVER", "DISPATCH", "REDELIVER", "DISPATCH"),
+                lines().stream().map(DispatchOrderTest::type).toList());
     }
 
     @Test
