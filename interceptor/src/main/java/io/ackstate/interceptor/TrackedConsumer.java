@@ -18,7 +18,7 @@ final class TrackedConsumer {
     private final long id;
     private final String fullTopic;
     private final PartitionLog partition;
-    private final String consumerFields;
+    private final byte[] consumerFields;
     /** Written and read on the consumer's connection's event loop (its REDELIVER and its
      *  writes); volatile for a topic unload's thread, which only closes it. */
     private volatile long redeliverAllMillis = Long.MIN_VALUE / 2;
@@ -31,9 +31,10 @@ final class TrackedConsumer {
      *                 can share)
      * @param id the plugin's broker-wide consumer id
      * @param fullTopic the topic partition's full Pulsar name, to find its consumers on unload
-     * @param consumerFields {@code "subscription":"...","consumer_id":n}, quoted once
+     * @param consumerFields {@code "subscription":"...","consumer_id":n}, quoted and encoded once
+     *                       ({@link EventJson#consumerFields})
      */
-    TrackedConsumer(Consumer consumer, long id, String fullTopic, PartitionLog partition, String consumerFields) {
+    TrackedConsumer(Consumer consumer, long id, String fullTopic, PartitionLog partition, byte[] consumerFields) {
         this.consumer = consumer;
         this.id = id;
         this.fullTopic = fullTopic;
@@ -57,7 +58,7 @@ final class TrackedConsumer {
         return partition;
     }
 
-    String consumerFields() {
+    byte[] consumerFields() {
         return consumerFields;
     }
 
