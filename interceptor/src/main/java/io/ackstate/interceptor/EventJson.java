@@ -23,7 +23,7 @@ import org.apache.pulsar.common.api.proto.MessageIdData;
  */
 final class EventJson implements LineBatch {
     private static final byte[] HEX = "0123456789abcdef".getBytes(StandardCharsets.US_ASCII);
-    /** Enough for a few hundred lines: a batch of the bench's load fits without growing. */
+    /** A few hundred lines; the array grows to what a batch needs and keeps that size. */
     private static final int INITIAL_BYTES = 1 << 16;
     /** A batch that needed more (huge ack lists, say) gives its array back once written. */
     private static final int KEPT_BYTES = 1 << 22;
@@ -32,17 +32,18 @@ final class EventJson implements LineBatch {
     /** Bytes used: the complete lines, then the line being built. */
     private int size;
     /** Where each complete line's {@code '\n'} is. */
-    private int[] ends = new int[1024];
+    private int[] ends;
     private int count;
     /** A number's digits, written from the last one. */
     private final byte[] digits = new byte[20];
 
     EventJson() {
-        this(INITIAL_BYTES);
+        this(INITIAL_BYTES, 1024);
     }
 
-    private EventJson(int initialBytes) {
+    private EventJson(int initialBytes, int initialLines) {
         bytes = new byte[initialBytes];
+        ends = new int[initialLines];
     }
 
     // ---- the lines, for the sink -------------------------------------------------------------
@@ -89,14 +90,14 @@ final class EventJson implements LineBatch {
 
     /** The {@code topic} and {@code partition} fields of a topic partition, ready to append. */
     static byte[] topicFields(String topic, int partition) {
-        EventJson json = new EventJson(64);
+        EventJson json = new EventJson(64, 1);
         json.plain("\"topic\":").quote(topic).plain(",\"partition\":").decimal(partition);
         return json.unfinished();
     }
 
     /** The {@code subscription} and {@code consumer_id} fields of a consumer, ready to append. */
     static byte[] consumerFields(String subscription, long consumerId) {
-        EventJson json = new EventJson(64);
+        EventJson json = new EventJson(64, 1);
         json.plain("\"subscription\":").quote(subscription).plain(",\"consumer_id\":").decimal(consumerId);
         return json.unfinished();
     }
