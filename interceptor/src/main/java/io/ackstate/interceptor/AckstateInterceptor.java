@@ -173,11 +173,9 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                 }
                 Subscription sub = consumer.getSubscription();
                 long id = consumerIds.next(System.currentTimeMillis());
-                StringBuilder fields = new StringBuilder("\"subscription\":");
-                EventJson.quote(fields, sub.getName());
-                fields.append(",\"consumer_id\":").append(id);
                 // the partition's log (and floor) exists before any event of the consumer is emitted
-                tracked = new TrackedConsumer(consumer, id, sub.getTopicName(), log(sub.getTopic()), fields.toString());
+                tracked = new TrackedConsumer(consumer, id, sub.getTopicName(), log(sub.getTopic()),
+                        EventJson.consumerFields(sub.getName(), id));
                 consumers.put(consumer, tracked);
                 String initial = initialPositions.remove(new Pending(cnx, consumer.consumerId()));
                 PartitionLog partition = tracked.partition();

@@ -1,6 +1,7 @@
 package io.ackstate.interceptor;
 
 import io.netty.buffer.ByteBuf;
+import io.netty.util.concurrent.FastThreadLocal;
 import java.nio.charset.StandardCharsets;
 import org.apache.pulsar.common.protocol.Commands;
 
@@ -21,8 +22,16 @@ record EntryFields(int batchSize, String key) {
     /** Field numbers of PulsarApi.proto's MessageMetadata. */
     private static final int PARTITION_KEY = 6;
     private static final int NUM_MESSAGES_IN_BATCH = 11;
-    /** The usual entry: one message, no key. Returned as is, so the usual case allocates nothing. */
-    private static final EntryFields SINGLE = new EntryFields(1, null);
+    /** Entries without a key, by batch size, made as sizes are met and then returned as they are,
+     *  so that the usual entry allocates nothing (a race makes an equal one, which does no harm). */
+    private static final EntryFields[] UNKEYED = new EntryFields[1025];
+    /** One cursor per thread: the connections' event loops, where {@code messageDispatched} runs. */
+    private static final FastThreadLocal<Cursor> CURSORS = new FastThreadLocal<>() {
+        @Override
+        protected Cursor initialValue() {
+            return new Cursor();
+        }
+    };
 
     /** The entry's fields, or null if its bytes are not a message's metadata. The reader index stays. */
     static EntryFields read(ByteBuf entry) {
@@ -38,30 +47,54 @@ record EntryFields(int batchSize, String key) {
             if (size < 0 || size > entry.writerIndex() - at - 4) {
                 return null;
             }
-            // one bounds-checked copy of a few dozen bytes, then plain array reads: a ByteBuf
-            // checks its bounds and reference count on every getByte
-            byte[] metadata = new byte[size];
-            entry.getBytes(at + 4, metadata);
-            return new Cursor(metadata).fields();
+            return CURSORS.get().over(entry, at + 4, size).fields();
         } catch (IndexOutOfBoundsException e) {
             return null;
         }
     }
 
-    /** A protobuf reader over a message's metadata; reading past its end throws. */
-    private static final class Cursor {
-        private final byte[] bytes;
-        private int at;
+    private static EntryFields unkeyed(int batchSize) {
+        if (batchSize < 0 || batchSize >= UNKEYED.length) {
+            return new EntryFields(batchSize, null);
+        }
+        EntryFields fields = UNKEYED[batchSize];
+        if (fields == null) {
+            fields = new EntryFields(batchSize, null);
+            UNKEYED[batchSize] = fields;
+        }
+        return fields;
+    }
 
-        Cursor(byte[] bytes) {
-            this.bytes = bytes;
+    /**
+     * A protobuf reader over a message's metadata, {@code bytes[0, end)}; reading past its end
+     * throws. The metadata is copied into the thread's array: one bounds-checked copy of a few
+     * dozen bytes, then plain array reads (a ByteBuf checks its bounds and reference count on
+     * every getByte), and no array per entry.
+     */
+    private static final class Cursor {
+        /** Larger metadata than this (unusual: many properties) gets an array of its own. */
+        private static final int KEPT_BYTES = 1 << 16;
+        private byte[] kept = new byte[256];
+        private byte[] bytes;
+        private int at;
+        private int end;
+
+        Cursor over(ByteBuf entry, int index, int size) {
+            if (size > kept.length && size <= KEPT_BYTES) {
+                kept = new byte[size];
+            }
+            bytes = size <= kept.length ? kept : new byte[size];
+            entry.getBytes(index, bytes, 0, size);
+            at = 0;
+            end = size;
+            return this;
         }
 
         EntryFields fields() {
             int batchSize = 1;
             int keyAt = -1;
             int keyLength = 0;
-            while (at < bytes.length) {
+            while (at < end) {
                 long tag = varint();
                 int field = (int) (tag >>> 3);
                 switch ((int) tag & 7) {
@@ -85,7 +118,7 @@ record EntryFields(int batchSize, String key) {
                 }
             }
             if (keyAt < 0) {
-                return batchSize == 1 ? SINGLE : new EntryFields(batchSize, null);
+                return unkeyed(batchSize);
             }
             return new EntryFields(batchSize, new String(bytes, keyAt, keyLength, StandardCharsets.UTF_8));
         }
@@ -93,7 +126,10 @@ record EntryFields(int batchSize, String key) {
         private long varint() {
             long value = 0;
             for (int shift = 0; shift < 64; shift += 7) {
-                byte b = bytes[at++]; // past the end: ArrayIndexOutOfBoundsException, caught by read
+                if (at >= end) {
+                    throw new IndexOutOfBoundsException("varint past the metadata's end");
+                }
+                byte b = bytes[at++];
                 value |= (long) (b & 0x7f) << shift;
                 if (b >= 0) {
                     return value;
@@ -103,7 +139,7 @@ record EntryFields(int batchSize, String key) {
         }
 
         private void skip(int length) {
-            if (length < 0 || bytes.length - at < length) {
+            if (length < 0 || end - at < length) {
                 throw new IndexOutOfBoundsException("field past the metadata's end");
             }
             at += length;

@@ -107,7 +107,7 @@ sealed interface Event {
         public void fields(EventJson out) {
             out.fields(consumer.consumerFields())
                     .str("ack_type", ack.getAckType() == CommandAck.AckType.Cumulative ? "Cumulative" : "Individual")
-                    .ids("message_ids", ack.getMessageIdsCount(), ack::getMessageIdAt);
+                    .ids("message_ids", ack);
         }
     }
 
@@ -122,7 +122,7 @@ sealed interface Event {
         @Override
         public void fields(EventJson out) {
             out.fields(consumer.consumerFields())
-                    .ids("message_ids", command.getMessageIdsCount(), command::getMessageIdAt);
+                    .ids("message_ids", command);
         }
     }
 }

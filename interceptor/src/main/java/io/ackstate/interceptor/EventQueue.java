@@ -1,11 +1,10 @@
 package io.ackstate.interceptor;
 
-import java.util.ArrayList;
-import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
-import java.util.function.Function;
+import java.util.function.BiConsumer;
+import org.jctools.queues.MessagePassingQueue;
 import org.jctools.queues.MpscArrayQueue;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -14,10 +13,11 @@ import org.slf4j.LoggerFactory;
  * The bounded queue between the broker's threads and the one writer thread.
  *
  * <p>A hook only offers an item and returns: it never blocks an I/O thread. The writer turns
- * each item into its line ({@code format}) and hands the lines to the sink, so the text of an
- * event costs the writer thread, not the broker's. When the queue is
- * full the item is dropped and counted ({@link #dropped()}), and a WARN with the running count
- * is logged at most every 10 s. A dropped event is lost to ackstate, so the log line says so.
+ * each item into its line ({@code format}, as UTF-8 straight into one reused {@link EventJson})
+ * and hands the batch's lines to the sink, so the text of an event costs the writer thread, not
+ * the broker's, and leaves no garbage behind. When the queue is full the item is dropped and
+ * counted ({@link #dropped()}), and a WARN with the running count is logged at most every 10 s.
+ * A dropped event is lost to ackstate, so the log line says so.
  *
  * <p>The writer is never woken by an offer: it drains the queue every {@value #DRAIN_EVERY_MS} ms.
  * A writer blocked in {@code poll} would be unparked by nearly every offer (a futex wake and a
@@ -35,7 +35,7 @@ final class EventQueue<T> implements AutoCloseable {
     private static final long DRAIN_EVERY_NANOS = TimeUnit.MILLISECONDS.toNanos(DRAIN_EVERY_MS);
 
     private final MpscArrayQueue<T> queue;
-    private final Function<? super T, String> format;
+    private final BiConsumer<? super T, EventJson> format;
     private final EventSink sink;
     private final AtomicLong dropped = new AtomicLong();
     private final AtomicLong written = new AtomicLong();
@@ -44,7 +44,8 @@ final class EventQueue<T> implements AutoCloseable {
     private volatile boolean closing;
     private long formatErrors; // the writer thread's only
 
-    EventQueue(int capacity, Function<? super T, String> format, EventSink sink) {
+    /** {@code format} appends an item's line to the batch it is given. */
+    EventQueue(int capacity, BiConsumer<? super T, EventJson> format, EventSink sink) {
         this.queue = new MpscArrayQueue<>(capacity);
         this.format = format;
         this.sink = sink;
@@ -78,13 +79,14 @@ final class EventQueue<T> implements AutoCloseable {
     }
 
     private void drainLoop() {
-        List<String> batch = new ArrayList<>(1024);
+        EventJson batch = new EventJson();
+        MessagePassingQueue.Consumer<T> intoBatch = item -> formatInto(batch, item);
         while (true) {
             try {
                 boolean last = closing; // read before draining: what was offered before close() is drained
-                while (queue.drain(item -> formatInto(batch, item), 8192) > 0) {
+                while (queue.drain(intoBatch, 8192) > 0) {
                     sink.write(batch);
-                    written.addAndGet(batch.size());
+                    written.addAndGet(batch.count());
                     batch.clear();
                 }
                 sink.tick(System.currentTimeMillis());
@@ -93,18 +95,20 @@ final class EventQueue<T> implements AutoCloseable {
                 }
                 LockSupport.parkNanos(DRAIN_EVERY_NANOS);
             } catch (Exception e) {
-                log.error("ackstate interceptor: writing {} event(s) failed; they are lost", batch.size(), e);
-                dropped.addAndGet(batch.size());
+                log.error("ackstate interceptor: writing {} event(s) failed; they are lost", batch.count(), e);
+                dropped.addAndGet(batch.count());
                 batch.clear();
             }
         }
     }
 
-    /** An item that cannot be formatted is lost alone: counted, and logged the first few times. */
-    private void formatInto(List<String> batch, T item) {
+    /** An item that cannot be formatted is lost alone: counted, and logged the first few times;
+     *  what it wrote of its line is dropped. */
+    private void formatInto(EventJson batch, T item) {
         try {
-            batch.add(format.apply(item));
+            format.accept(item, batch);
         } catch (RuntimeException e) {
+            batch.dropUnfinished();
             long total = dropped.incrementAndGet();
             if (++formatErrors <= 10) {
                 log.error("ackstate interceptor: formatting an event failed; it is lost ({} dropped so far)", total, e);

@@ -1,15 +1,15 @@
 package io.ackstate.interceptor;
 
 import java.io.IOException;
-import java.util.List;
 
 /**
  * Where complete event lines go, called only from the one writer thread of {@link EventQueue}.
  * Two sinks share the queue and its drop policy: {@link FileSink} and {@link KafkaSink}.
  */
 interface EventSink extends AutoCloseable {
-    /** Append lines (each one JSON object, no newline). */
-    void write(List<String> lines) throws IOException;
+    /** Append the batch's lines (each one JSON object, UTF-8); the batch's array is reused once
+     *  this returns. */
+    void write(LineBatch lines) throws IOException;
 
     /** Called at least every few hundred ms, also when idle: make due output visible. */
     void tick(long nowMillis) throws IOException;

@@ -2,7 +2,7 @@ package io.ackstate.interceptor;
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
-import java.util.List;
+import java.util.Arrays;
 import java.util.Properties;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.kafka.clients.producer.Callback;
@@ -31,9 +31,10 @@ import org.slf4j.LoggerFactory;
 final class KafkaSink implements EventSink {
     private static final Logger log = LoggerFactory.getLogger(KafkaSink.class);
     private static final long WARN_EVERY_MS = 10_000;
-    private static final String TOPIC_FIELD = "\"topic\":\"";
+    private static final byte[] TOPIC_FIELD = ascii("\"topic\":\"");
     /** The topic value's closing quote and the next field: a quote inside the value is escaped. */
-    private static final String PARTITION_FIELD = "\",\"partition\":";
+    private static final byte[] PARTITION_FIELD = ascii("\",\"partition\":");
+    private static final byte[] PARTITION_SUFFIX = ascii("-partition-");
 
     private final Producer<byte[], byte[]> producer;
     private final String topic;
@@ -74,24 +75,52 @@ final class KafkaSink implements EventSink {
         }
     }
 
-    /** The Kafka key of an event line: the Pulsar name of its topic partition, UTF-8. */
-    static byte[] key(String line) {
-        int start = line.indexOf(TOPIC_FIELD) + TOPIC_FIELD.length();
-        int end = line.indexOf(PARTITION_FIELD, start);
-        int digits = end + PARTITION_FIELD.length();
-        int stop = line.indexOf(',', digits);
-        String name = line.substring(start, end);
-        if (line.charAt(digits) != '-') { // a partition index; -1: not partitioned
-            name = name + "-partition-" + line.substring(digits, stop);
-        }
-        return name.getBytes(StandardCharsets.UTF_8);
+    private static byte[] ascii(String text) {
+        return text.getBytes(StandardCharsets.US_ASCII);
     }
 
+    /**
+     * The Kafka key of the event line {@code line[from, to)}: the Pulsar name of its topic
+     * partition, UTF-8; the topic's bytes are the line's, as escaped in it.
+     */
+    static byte[] key(byte[] line, int from, int to) {
+        int start = indexOf(line, TOPIC_FIELD, from, to) + TOPIC_FIELD.length;
+        int end = indexOf(line, PARTITION_FIELD, start, to);
+        int digits = end + PARTITION_FIELD.length;
+        if (line[digits] == '-') { // partition -1: not partitioned
+            return Arrays.copyOfRange(line, start, end);
+        }
+        int stop = digits;
+        while (line[stop] != ',') { // the field after it: the line goes on with event_time
+            stop++;
+        }
+        byte[] key = new byte[end - start + PARTITION_SUFFIX.length + stop - digits];
+        System.arraycopy(line, start, key, 0, end - start);
+        System.arraycopy(PARTITION_SUFFIX, 0, key, end - start, PARTITION_SUFFIX.length);
+        System.arraycopy(line, digits, key, end - start + PARTITION_SUFFIX.length, stop - digits);
+        return key;
+    }
+
+    /** Where {@code what} first occurs in {@code bytes[from, to)}. */
+    private static int indexOf(byte[] bytes, byte[] what, int from, int to) {
+        for (int at = from; at <= to - what.length; at++) {
+            if (Arrays.equals(bytes, at, at + what.length, what, 0, what.length)) {
+                return at;
+            }
+        }
+        throw new IllegalArgumentException("not an event line: no " + new String(what, StandardCharsets.US_ASCII));
+    }
+
+    /** Each line's record gets its own copy of the line's bytes: the producer keeps it until sent. */
     @Override
-    public void write(List<String> lines) {
-        for (String line : lines) {
+    public void write(LineBatch lines) {
+        byte[] bytes = lines.bytes();
+        for (int i = 0; i < lines.count(); i++) {
+            int from = lines.lineStart(i);
+            int to = lines.lineEnd(i);
             try {
-                producer.send(new ProducerRecord<>(topic, key(line), line.getBytes(StandardCharsets.UTF_8)), onSent);
+                producer.send(new ProducerRecord<>(topic, key(bytes, from, to), Arrays.copyOfRange(bytes, from, to)),
+                        onSent);
             } catch (KafkaException e) { // not sent: metadata or buffer space not there in max.block.ms
                 lose(1, e);
             }

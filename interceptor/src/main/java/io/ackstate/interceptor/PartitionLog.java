@@ -17,8 +17,8 @@ import org.apache.pulsar.common.naming.TopicName;
  */
 final class PartitionLog {
     final SeqClock clock = new SeqClock();
-    /** {@code "topic":"...","partition":n}, made once: the writer appends it to every line. */
-    final String topicFields;
+    /** {@code "topic":"...","partition":n} as UTF-8, made once: the writer appends it to every line. */
+    final byte[] topicFields;
     final boolean persistent;
     private long lastLedger = -1;
     private long lastEntry = -1;

@@ -15,7 +15,7 @@ final class TrackedConsumer {
     private final long id;
     private final String fullTopic;
     private final PartitionLog partition;
-    private final String consumerFields;
+    private final byte[] consumerFields;
     /** Redeliver-alls whose marker task has not yet run on the consumer's connection's event
      *  loop; only that thread changes it (the REDELIVER hook and the marker) and reads it (the
      *  writes' DISPATCH hook). */
@@ -29,9 +29,10 @@ final class TrackedConsumer {
      *                 can share)
      * @param id the plugin's broker-wide consumer id
      * @param fullTopic the topic partition's full Pulsar name, to find its consumers on unload
-     * @param consumerFields {@code "subscription":"...","consumer_id":n}, quoted once
+     * @param consumerFields {@code "subscription":"...","consumer_id":n}, quoted and encoded once
+     *                       ({@link EventJson#consumerFields})
      */
-    TrackedConsumer(Consumer consumer, long id, String fullTopic, PartitionLog partition, String consumerFields) {
+    TrackedConsumer(Consumer consumer, long id, String fullTopic, PartitionLog partition, byte[] consumerFields) {
         this.consumer = consumer;
         this.id = id;
         this.fullTopic = fullTopic;
@@ -55,7 +56,7 @@ final class TrackedConsumer {
         return partition;
     }
 
-    String consumerFields() {
+    byte[] consumerFields() {
         return consumerFields;
     }
 

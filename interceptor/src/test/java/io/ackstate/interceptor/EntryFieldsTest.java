@@ -61,6 +61,23 @@ class EntryFieldsTest {
     }
 
     @Test
+    void aThreadReadsEachEntryToItsOwnEndAfterALongerOne() {
+        // the thread's cursor keeps its array: the long entry's bytes lie beyond the short one's end
+        String key = "k".repeat(300);
+        assertEquals(new EntryFields(40, key), EntryFields.read(entry(Commands.ChecksumType.None,
+                metadata().setPartitionKey(key).setNumMessagesInBatch(40))));
+        ByteBuf cut = entry(Commands.ChecksumType.None, metadata());
+        cut.setInt(cut.readerIndex(), cut.getInt(cut.readerIndex()) - 1); // event_time's value is past the end
+        assertNull(EntryFields.read(cut));
+        assertEquals(new EntryFields(1, null), EntryFields.read(entry(Commands.ChecksumType.None, metadata())));
+        String huge = "h".repeat(100_000); // larger than the cursor keeps: an array of its own
+        assertEquals(new EntryFields(1, huge), EntryFields.read(entry(Commands.ChecksumType.Crc32c,
+                metadata().setPartitionKey(huge))));
+        assertEquals(new EntryFields(3, "k"), EntryFields.read(entry(Commands.ChecksumType.Crc32c,
+                metadata().setPartitionKey("k").setNumMessagesInBatch(3))));
+    }
+
+    @Test
     void bytesThatAreNotMetadataReadAsUnknown() {
         assertNull(EntryFields.read(Unpooled.wrappedBuffer("not a message".getBytes(StandardCharsets.UTF_8))));
         ByteBuf cut = entry(Commands.ChecksumType.None, metadata().setPartitionKey("key"));

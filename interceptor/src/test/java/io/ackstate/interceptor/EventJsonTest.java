@@ -2,43 +2,91 @@ package io.ackstate.interceptor;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import java.nio.charset.StandardCharsets;
+import java.util.List;
 import org.apache.pulsar.common.api.proto.CommandAck;
+import org.apache.pulsar.common.api.proto.CommandRedeliverUnacknowledgedMessages;
 import org.apache.pulsar.common.api.proto.MessageIdData;
 import org.junit.jupiter.api.Test;
 
 class EventJsonTest {
+    /** The last complete line. */
+    private static String last(EventJson json) {
+        return Lines.line(json, json.count() - 1);
+    }
+
     @Test
     void writesContractFieldsAndLeavesOutAbsentOnes() {
-        String line = new EventJson().start("SUBSCRIBE", EventJson.topicFields("persistent://t/ns/x", 2), 77L)
+        EventJson json = new EventJson();
+        json.start("SUBSCRIBE", EventJson.topicFields("persistent://t/ns/x", 2), 77L)
                 .str("subscription", "s").num("consumer_id", 5).str("consumer_name", null).line("r", 1, 9);
         assertEquals("{\"type\":\"SUBSCRIBE\",\"topic\":\"persistent://t/ns/x\",\"partition\":2,\"event_time\":77,"
-                + "\"subscription\":\"s\",\"consumer_id\":5,\"event_id\":\"r-1\",\"seq\":9}", line);
+                + "\"subscription\":\"s\",\"consumer_id\":5,\"event_id\":\"r-1\",\"seq\":9}", last(json));
     }
 
     @Test
     void reusedFieldsAreAppendedAsTheyAre() {
-        String line = new EventJson().start("ACK", EventJson.topicFields("t", -1), 1L)
-                .fields("\"subscription\":\"s\",\"consumer_id\":3").ids("message_ids", 0, i -> null).line("r", 2, 10);
+        EventJson json = new EventJson();
+        json.start("ACK", EventJson.topicFields("t", -1), 1L).fields(EventJson.consumerFields("s", 3))
+                .ids("message_ids", new CommandAck()).line("r", 2, 10);
         assertEquals("{\"type\":\"ACK\",\"topic\":\"t\",\"partition\":-1,\"event_time\":1,\"subscription\":\"s\","
-                + "\"consumer_id\":3,\"message_ids\":[],\"event_id\":\"r-2\",\"seq\":10}", line);
+                + "\"consumer_id\":3,\"message_ids\":[],\"event_id\":\"r-2\",\"seq\":10}", last(json));
     }
 
     @Test
     void escapesWhatJsonCannotHoldRaw() {
-        StringBuilder out = new StringBuilder();
-        EventJson.quote(out, "a\"b\\c\nd\u0001");
-        assertEquals("\"a\\\"b\\\\c\\nd\\u0001\"", out.toString());
+        assertEquals("\"topic\":\"a\\\"b\\\\c\\nd\\u0001\\r\\t\\u0008\\u001f\u007f\",\"partition\":0",
+                new String(EventJson.topicFields("a\"b\\c\nd\u0001\r\t\b\u001f\u007f", 0), StandardCharsets.UTF_8));
     }
 
     @Test
-    void aReusedBufferStartsEachLineAfresh() {
+    void encodesUtf8AsStringGetBytesDoes() {
+        String name = "gr\u00fc\u00dfe \u6d88\u8d39 \ud83d\ude00 \ud83d x \ude00 \u07ff\u0800\uffff";
+        byte[] expected = ("\"subscription\":\"" + name + "\",\"consumer_id\":-9223372036854775808")
+                .getBytes(StandardCharsets.UTF_8);
+        assertEquals(new String(expected, StandardCharsets.ISO_8859_1),
+                new String(EventJson.consumerFields(name, Long.MIN_VALUE), StandardCharsets.ISO_8859_1));
+    }
+
+    @Test
+    void linesFollowOneAnotherEachWithItsNewline() {
         EventJson json = new EventJson();
-        String first = json.start("PUBLISH", EventJson.topicFields("t", 0), 1L).num("entry_id", 5).line("r", 1, 1);
-        String second = json.start("DISPATCH", EventJson.topicFields("t", 0), 1L).num("entry_id", 4).line("r", 2, 2);
-        assertEquals("{\"type\":\"PUBLISH\",\"topic\":\"t\",\"partition\":0,\"event_time\":1,\"entry_id\":5,"
-                + "\"event_id\":\"r-1\",\"seq\":1}", first);
-        assertEquals("{\"type\":\"DISPATCH\",\"topic\":\"t\",\"partition\":0,\"event_time\":1,\"entry_id\":4,"
-                + "\"event_id\":\"r-2\",\"seq\":2}", second);
+        json.start("PUBLISH", EventJson.topicFields("t", 0), 1L).num("entry_id", 5).line("r", 1, 1);
+        json.start("DISPATCH", EventJson.topicFields("t", 0), 1L).num("entry_id", 4).line("r", 2, 2);
+        assertEquals(List.of("{\"type\":\"PUBLISH\",\"topic\":\"t\",\"partition\":0,\"event_time\":1,\"entry_id\":5,"
+                + "\"event_id\":\"r-1\",\"seq\":1}", "{\"type\":\"DISPATCH\",\"topic\":\"t\",\"partition\":0,"
+                + "\"event_time\":1,\"entry_id\":4,\"event_id\":\"r-2\",\"seq\":2}"), Lines.of(json));
+        assertEquals('\n', json.bytes()[json.lineEnd(0)]);
+        assertEquals(json.lineEnd(0) + 1, json.lineStart(1));
+        assertEquals('\n', json.bytes()[json.lineEnd(1)]);
+    }
+
+    @Test
+    void aClearedBatchStartsAfreshAndAnUnfinishedLineIsDropped() {
+        EventJson json = new EventJson();
+        json.start("PUBLISH", EventJson.topicFields("t", 0), 1L).line("r", 1, 1);
+        json.clear();
+        json.start("SEND", EventJson.topicFields("t", 0), 2L).line("r", 2, 2);
+        json.start("ACK", EventJson.topicFields("t", 0), 3L).str("half", "of a line");
+        json.dropUnfinished();
+        json.start("ACK", EventJson.topicFields("t", 0), 4L).line("r", 3, 3);
+        assertEquals(List.of(
+                "{\"type\":\"SEND\",\"topic\":\"t\",\"partition\":0,\"event_time\":2,\"event_id\":\"r-2\",\"seq\":2}",
+                "{\"type\":\"ACK\",\"topic\":\"t\",\"partition\":0,\"event_time\":4,\"event_id\":\"r-3\",\"seq\":3}"),
+                Lines.of(json));
+        assertEquals(0, json.lineStart(0));
+    }
+
+    @Test
+    void numbersAreWrittenAsStringBuilderWritesThem() {
+        long[] values = {0, 1, -1, 9, 10, -10, 99, 100, 1_000_000_007L, Integer.MIN_VALUE, Integer.MAX_VALUE,
+            Long.MIN_VALUE, Long.MIN_VALUE + 1, Long.MAX_VALUE, Long.MAX_VALUE - 1, -999_999_999_999_999_999L};
+        EventJson json = new EventJson();
+        for (long value : values) {
+            json.start("T", EventJson.topicFields("t", 0), value).line("r", value, value);
+            assertEquals("{\"type\":\"T\",\"topic\":\"t\",\"partition\":0,\"event_time\":" + value + ",\"event_id\":\"r-" + value + "\",\"seq\":"
+                    + value + "}", last(json));
+        }
     }
 
     @Test
@@ -48,11 +96,25 @@ class EventJsonTest {
         MessageIdData batched = ack.addMessageId().setLedgerId(3).setEntryId(5).setBatchIndex(1).setBatchSize(4);
         batched.addAckSet(-2L);
         batched.addAckSet(7L);
-        String line = new EventJson().start("ACK", EventJson.topicFields("t", 0), 1L)
-                .ids("message_ids", ack.getMessageIdsCount(), ack::getMessageIdAt).line("r", 1, 1);
+        EventJson json = new EventJson();
+        json.start("ACK", EventJson.topicFields("t", 0), 1L).ids("message_ids", ack).line("r", 1, 1);
         assertEquals("{\"type\":\"ACK\",\"topic\":\"t\",\"partition\":0,\"event_time\":1,\"message_ids\":["
                 + "{\"ledger_id\":3,\"entry_id\":4},"
                 + "{\"ledger_id\":3,\"entry_id\":5,\"batch_index\":1,\"batch_size\":4,\"ack_set\":[-2,7]}],"
-                + "\"event_id\":\"r-1\",\"seq\":1}", line);
+                + "\"event_id\":\"r-1\",\"seq\":1}", last(json));
+        CommandRedeliverUnacknowledgedMessages redeliver = new CommandRedeliverUnacknowledgedMessages();
+        redeliver.addMessageId().setLedgerId(8).setEntryId(-1);
+        json.start("REDELIVER", EventJson.topicFields("t", 0), 1L).ids("message_ids", redeliver).line("r", 2, 2);
+        assertEquals("{\"type\":\"REDELIVER\",\"topic\":\"t\",\"partition\":0,\"event_time\":1,\"message_ids\":["
+                + "{\"ledger_id\":8,\"entry_id\":-1}],\"event_id\":\"r-2\",\"seq\":2}", last(json));
+    }
+
+    @Test
+    void aLineLongerThanTheBufferGrowsIt() {
+        String topic = "\u00e9\ud83d\ude00x".repeat(40_000);
+        EventJson json = new EventJson();
+        json.start("SEND", EventJson.topicFields(topic, 1), 1L).line("r", 1, 1);
+        assertEquals("{\"type\":\"SEND\",\"topic\":\"" + topic + "\",\"partition\":1,\"event_time\":1,"
+                + "\"event_id\":\"r-1\",\"seq\":1}", last(json));
     }
 }

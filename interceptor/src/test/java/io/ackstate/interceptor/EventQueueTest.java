@@ -16,14 +16,14 @@ class EventQueueTest {
         final List<String> lines = new ArrayList<>();
 
         @Override
-        public void write(List<String> batch) throws java.io.IOException {
+        public void write(LineBatch batch) throws java.io.IOException {
             try {
                 release.await();
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
             synchronized (lines) {
-                lines.addAll(batch);
+                lines.addAll(Lines.of(batch));
             }
         }
 
@@ -36,10 +36,25 @@ class EventQueueTest {
         }
     }
 
+    /** Each item's line: a SEND whose producer is the item. */
+    private static void send(String producer, EventJson out) {
+        if (producer.equals("unformattable")) {
+            out.start("SEND", EventJson.topicFields("t", 0), 1).str("producer_name", "half a line");
+            throw new IllegalStateException("cannot format " + producer);
+        }
+        out.start("SEND", EventJson.topicFields("t", 0), 1).str("producer_name", producer).line("r", 1, 1);
+    }
+
+    private static String sent(String producer) {
+        EventJson json = new EventJson();
+        send(producer, json);
+        return Lines.line(json, 0);
+    }
+
     @Test
     void aFullQueueDropsAndCountsInsteadOfBlocking() throws Exception {
         StuckSink sink = new StuckSink();
-        EventQueue<String> queue = new EventQueue<>(2, line -> line, sink);
+        EventQueue<String> queue = new EventQueue<>(2, EventQueueTest::send, sink);
         assertTrue(queue.offer("a"));
         Thread.sleep(200); // the writer takes "a" and blocks in the sink
         assertTrue(queue.offer("b"));
@@ -48,7 +63,21 @@ class EventQueueTest {
         assertEquals(1, queue.dropped());
         sink.release.countDown();
         queue.close();
-        assertEquals(List.of("a", "b", "c"), sink.lines);
+        assertEquals(List.of(sent("a"), sent("b"), sent("c")), sink.lines);
         assertEquals(3, queue.written());
+    }
+
+    @Test
+    void anItemThatCannotBeFormattedIsLostAloneAndWritesNothing() throws Exception {
+        StuckSink sink = new StuckSink();
+        sink.release.countDown();
+        EventQueue<String> queue = new EventQueue<>(16, EventQueueTest::send, sink);
+        queue.offer("a");
+        queue.offer("unformattable");
+        queue.offer("b");
+        queue.close();
+        assertEquals(List.of(sent("a"), sent("b")), sink.lines);
+        assertEquals(2, queue.written());
+        assertEquals(1, queue.dropped());
     }
 }

@@ -22,10 +22,10 @@ class FileSinkTest {
     @Test
     void aFileIsVisibleOnlyOnceCompleteAndRollsByCount(@TempDir Path dir) throws IOException {
         FileSink sink = new FileSink(dir, "run1", 42L, 2, 60_000);
-        sink.write(List.of("{\"a\":1}"));
+        sink.write(Lines.batch("{\"a\":1}"));
         assertEquals(List.of(), files(dir, "ackstate-*.json"), "half a file must not be visible");
         assertEquals(1, files(dir, ".ackstate-*.tmp").size());
-        sink.write(List.of("{\"a\":2}", "{\"a\":3}"));
+        sink.write(Lines.batch("{\"a\":2}", "{\"a\":3}"));
         List<Path> done = files(dir, "ackstate-*.json");
         assertEquals(1, done.size());
         assertEquals(List.of("{\"a\":1}", "{\"a\":2}"), Files.readAllLines(done.get(0)));
@@ -40,7 +40,7 @@ class FileSinkTest {
         FileSink sink = new FileSink(dir, "run2", 1L, 1000, 50);
         sink.tick(System.currentTimeMillis());
         assertEquals(List.of(), files(dir, "*"), "nothing written, nothing created");
-        sink.write(List.of("{}"));
+        sink.write(Lines.batch("{}"));
         sink.tick(System.currentTimeMillis() + 100);
         assertEquals(1, files(dir, "ackstate-*.json").size());
         sink.close();
@@ -48,9 +48,31 @@ class FileSinkTest {
     }
 
     @Test
+    void aBatchLargerThanAFileIsSplitAcrossFilesInOrder(@TempDir Path dir) throws IOException {
+        FileSink sink = new FileSink(dir, "run4", 1L, 3, 60_000);
+        sink.write(Lines.batch("{\"a\":1}"));
+        sink.write(Lines.batch("{\"a\":2}", "{\"a\":3}", "{\"a\":4}", "{\"a\":5}", "{\"a\":6}", "{\"a\":7}",
+                "{\"a\":8}"));
+        sink.close();
+        List<Path> done = files(dir, "ackstate-*.json");
+        assertEquals(3, done.size());
+        assertEquals(List.of("{\"a\":1}", "{\"a\":2}", "{\"a\":3}"), Files.readAllLines(done.get(0)));
+        assertEquals(List.of("{\"a\":4}", "{\"a\":5}", "{\"a\":6}"), Files.readAllLines(done.get(1)));
+        assertEquals(List.of("{\"a\":7}", "{\"a\":8}"), Files.readAllLines(done.get(2)));
+    }
+
+    @Test
+    void aFileMaxOfZeroStillWritesALineAFile(@TempDir Path dir) throws IOException {
+        FileSink sink = new FileSink(dir, "run5", 1L, 0, 60_000);
+        sink.write(Lines.batch("{\"a\":1}", "{\"a\":2}"));
+        sink.close();
+        assertEquals(2, files(dir, "ackstate-*.json").size());
+    }
+
+    @Test
     void writesLinesAsUtf8(@TempDir Path dir) throws IOException {
         FileSink sink = new FileSink(dir, "run3", 1L, 1000, 60_000);
-        sink.write(List.of("{\"consumer_name\":\"gr\u00fc\u00dfe \u6d88\u8d39\"}"));
+        sink.write(Lines.batch("{\"consumer_name\":\"gr\u00fc\u00dfe \u6d88\u8d39\"}"));
         sink.close();
         Path done = files(dir, "ackstate-*.json").get(0);
         assertEquals(List.of("{\"consumer_name\":\"gr\u00fc\u00dfe \u6d88\u8d39\"}"),

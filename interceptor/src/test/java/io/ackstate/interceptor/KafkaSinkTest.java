@@ -12,9 +12,22 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.junit.jupiter.api.Test;
 
 class KafkaSinkTest {
-    private static String line(String topic, int partition) {
-        return new EventJson().start("ACK", EventJson.topicFields(topic, partition), 7).str("subscription", "s")
-                .line("run1", 1, 1);
+    /** A batch of one ACK line per topic partition. */
+    private static EventJson lines(Object... topicsAndPartitions) {
+        EventJson json = new EventJson();
+        for (int i = 0; i < topicsAndPartitions.length; i += 2) {
+            appendLine(json, (String) topicsAndPartitions[i], (Integer) topicsAndPartitions[i + 1]);
+        }
+        return json;
+    }
+
+    private static void appendLine(EventJson json, String topic, int partition) {
+        json.start("ACK", EventJson.topicFields(topic, partition), 7).str("subscription", "s").line("run1", 1, 1);
+    }
+
+    private static String keyOf(String topic, int partition) {
+        EventJson line = lines(topic, partition);
+        return new String(KafkaSink.key(line.bytes(), line.lineStart(0), line.lineEnd(0)), StandardCharsets.UTF_8);
     }
 
     private static String key(ProducerRecord<byte[], byte[]> record) {
@@ -24,15 +37,15 @@ class KafkaSinkTest {
     @Test
     void theKeyIsThePulsarNameOfTheTopicPartition() {
         String topic = "persistent://public/default/orders";
-        assertEquals(topic + "-partition-3", new String(KafkaSink.key(line(topic, 3)), StandardCharsets.UTF_8));
-        assertEquals(topic + "-partition-12", new String(KafkaSink.key(line(topic, 12)), StandardCharsets.UTF_8));
-        assertEquals(topic, new String(KafkaSink.key(line(topic, -1)), StandardCharsets.UTF_8));
+        assertEquals(topic + "-partition-3", keyOf(topic, 3));
+        assertEquals(topic + "-partition-12", keyOf(topic, 12));
+        assertEquals(topic, keyOf(topic, -1));
     }
 
     @Test
     void aQuoteInATopicNameDoesNotEndTheKey() {
         String topic = "persistent://t/ns/a\",\"partition\":9";
-        String key = new String(KafkaSink.key(line(topic, 2)), StandardCharsets.UTF_8);
+        String key = keyOf(topic, 2);
         assertEquals("persistent://t/ns/a\\\",\\\"partition\\\":9-partition-2", key);
     }
 
@@ -41,9 +54,11 @@ class KafkaSinkTest {
         MockProducer<byte[], byte[]> producer = new MockProducer<>(true, new ByteArraySerializer(),
                 new ByteArraySerializer());
         KafkaSink sink = new KafkaSink("events", producer);
-        List<String> lines = List.of(line("persistent://p/n/a", 0), line("persistent://p/n/b", -1),
-                line("persistent://p/n/a", 0));
-        sink.write(lines);
+        EventJson batch = lines("persistent://p/n/a", 0, "persistent://p/n/b", -1, "persistent://p/n/a", 0);
+        List<String> lines = Lines.of(batch);
+        sink.write(batch);
+        batch.clear(); // reused by the writer: each record has its own copy
+        appendLine(batch, "persistent://p/n/overwritten", 5);
         List<ProducerRecord<byte[], byte[]>> sent = producer.history();
         assertEquals(3, sent.size());
         for (int i = 0; i < 3; i++) {
@@ -61,9 +76,9 @@ class KafkaSinkTest {
         MockProducer<byte[], byte[]> producer = new MockProducer<>(false, new ByteArraySerializer(),
                 new ByteArraySerializer());
         KafkaSink sink = new KafkaSink("events", producer);
-        EventQueue<String> queue = new EventQueue<>(16, line -> line, sink);
-        queue.offer(line("persistent://p/n/a", 0));
-        queue.offer(line("persistent://p/n/a", 0));
+        EventQueue<String> queue = new EventQueue<>(16, (topic, out) -> appendLine(out, topic, 0), sink);
+        queue.offer("persistent://p/n/a");
+        queue.offer("persistent://p/n/a");
         long deadline = System.currentTimeMillis() + 5_000;
         while (producer.history().size() < 2 && System.currentTimeMillis() < deadline) {
             Thread.sleep(5);
