@@ -18,29 +18,60 @@ sealed interface Event {
 
     long seq();
 
-    String type();
+    Type type();
 
     /** The event's own fields, between {@code event_time} and {@code event_id}. */
     void fields(EventJson out);
 
+    /** The contract's event types, each with the opening of its lines encoded once. */
+    enum Type {
+        SUBSCRIBE, CLOSE_CONSUMER, SEND, PUBLISH, DISPATCH, ACK, REDELIVER;
+
+        /** {@code {"type":"<name>",} as UTF-8 ({@link EventJson#opening}). */
+        final byte[] opening = EventJson.opening(name());
+    }
+
+    /** The contract's field names, each encoded once as {@code ,"name":} ({@link EventJson#name}). */
+    final class Names {
+        static final byte[] CONSUMER_NAME = EventJson.name("consumer_name");
+        static final byte[] SUB_TYPE = EventJson.name("sub_type");
+        static final byte[] PRIORITY_LEVEL = EventJson.name("priority_level");
+        static final byte[] INITIAL_POSITION = EventJson.name("initial_position");
+        static final byte[] PRODUCER_NAME = EventJson.name("producer_name");
+        static final byte[] SEQUENCE_ID = EventJson.name("sequence_id");
+        static final byte[] HIGHEST_SEQUENCE_ID = EventJson.name("highest_sequence_id");
+        static final byte[] NUM_MESSAGES = EventJson.name("num_messages");
+        static final byte[] LEDGER_ID = EventJson.name("ledger_id");
+        static final byte[] ENTRY_ID = EventJson.name("entry_id");
+        static final byte[] BATCH_SIZE = EventJson.name("batch_size");
+        static final byte[] KEY = EventJson.name("key");
+        static final byte[] MESSAGE_IDS = EventJson.name("message_ids");
+        /** {@code "ack_type":"..."} whole: an ACK has one of two values. */
+        static final byte[] CUMULATIVE = EventJson.stringField("ack_type", "Cumulative");
+        static final byte[] INDIVIDUAL = EventJson.stringField("ack_type", "Individual");
+
+        private Names() {
+        }
+    }
+
     record Subscribe(PartitionLog partition, long time, long seq, TrackedConsumer consumer, String consumerName,
                      String subType, int priorityLevel, String initialPosition) implements Event {
         @Override
-        public String type() {
-            return "SUBSCRIBE";
+        public Type type() {
+            return Type.SUBSCRIBE;
         }
 
         @Override
         public void fields(EventJson out) {
-            out.fields(consumer.consumerFields()).str("consumer_name", consumerName).str("sub_type", subType)
-                    .num("priority_level", priorityLevel).str("initial_position", initialPosition);
+            out.fields(consumer.consumerFields()).str(Names.CONSUMER_NAME, consumerName).str(Names.SUB_TYPE, subType)
+                    .num(Names.PRIORITY_LEVEL, priorityLevel).str(Names.INITIAL_POSITION, initialPosition);
         }
     }
 
     record CloseConsumer(PartitionLog partition, long time, long seq, TrackedConsumer consumer) implements Event {
         @Override
-        public String type() {
-            return "CLOSE_CONSUMER";
+        public Type type() {
+            return Type.CLOSE_CONSUMER;
         }
 
         @Override
@@ -52,29 +83,29 @@ sealed interface Event {
     record Send(PartitionLog partition, long time, long seq, String producerName, long sequenceId,
                 long highestSequenceId, long numMessages) implements Event {
         @Override
-        public String type() {
-            return "SEND";
+        public Type type() {
+            return Type.SEND;
         }
 
         @Override
         public void fields(EventJson out) {
-            out.str("producer_name", producerName).num("sequence_id", sequenceId)
-                    .num("highest_sequence_id", highestSequenceId).num("num_messages", numMessages);
+            out.str(Names.PRODUCER_NAME, producerName).num(Names.SEQUENCE_ID, sequenceId)
+                    .num(Names.HIGHEST_SEQUENCE_ID, highestSequenceId).num(Names.NUM_MESSAGES, numMessages);
         }
     }
 
     record Publish(PartitionLog partition, long time, long seq, long ledgerId, long entryId, long batchSize,
                    String producerName, long sequenceId, long highestSequenceId) implements Event {
         @Override
-        public String type() {
-            return "PUBLISH";
+        public Type type() {
+            return Type.PUBLISH;
         }
 
         @Override
         public void fields(EventJson out) {
-            out.num("ledger_id", ledgerId).num("entry_id", entryId).num("batch_size", batchSize)
-                    .str("producer_name", producerName).num("sequence_id", sequenceId)
-                    .num("highest_sequence_id", highestSequenceId);
+            out.num(Names.LEDGER_ID, ledgerId).num(Names.ENTRY_ID, entryId).num(Names.BATCH_SIZE, batchSize)
+                    .str(Names.PRODUCER_NAME, producerName).num(Names.SEQUENCE_ID, sequenceId)
+                    .num(Names.HIGHEST_SEQUENCE_ID, highestSequenceId);
         }
     }
 
@@ -82,15 +113,15 @@ sealed interface Event {
     record Dispatch(PartitionLog partition, long time, long seq, TrackedConsumer consumer, long ledgerId,
                     long entryId, int batchSize, String key) implements Event {
         @Override
-        public String type() {
-            return "DISPATCH";
+        public Type type() {
+            return Type.DISPATCH;
         }
 
         @Override
         public void fields(EventJson out) {
-            out.fields(consumer.consumerFields()).num("ledger_id", ledgerId).num("entry_id", entryId);
+            out.fields(consumer.consumerFields()).num(Names.LEDGER_ID, ledgerId).num(Names.ENTRY_ID, entryId);
             if (batchSize >= 0) {
-                out.num("batch_size", batchSize).str("key", key);
+                out.num(Names.BATCH_SIZE, batchSize).str(Names.KEY, key);
             }
         }
     }
@@ -99,15 +130,15 @@ sealed interface Event {
     record Ack(PartitionLog partition, long time, long seq, TrackedConsumer consumer, CommandAck ack)
             implements Event {
         @Override
-        public String type() {
-            return "ACK";
+        public Type type() {
+            return Type.ACK;
         }
 
         @Override
         public void fields(EventJson out) {
             out.fields(consumer.consumerFields())
-                    .str("ack_type", ack.getAckType() == CommandAck.AckType.Cumulative ? "Cumulative" : "Individual")
-                    .ids("message_ids", ack);
+                    .fields(ack.getAckType() == CommandAck.AckType.Cumulative ? Names.CUMULATIVE : Names.INDIVIDUAL)
+                    .ids(Names.MESSAGE_IDS, ack);
         }
     }
 
@@ -115,14 +146,14 @@ sealed interface Event {
     record Redeliver(PartitionLog partition, long time, long seq, TrackedConsumer consumer,
                      CommandRedeliverUnacknowledgedMessages command) implements Event {
         @Override
-        public String type() {
-            return "REDELIVER";
+        public Type type() {
+            return Type.REDELIVER;
         }
 
         @Override
         public void fields(EventJson out) {
             out.fields(consumer.consumerFields())
-                    .ids("message_ids", command);
+                    .ids(Names.MESSAGE_IDS, command);
         }
     }
 }

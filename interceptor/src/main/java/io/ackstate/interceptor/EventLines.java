@@ -8,18 +8,19 @@ import java.util.function.BiConsumer;
  * every I/O thread would contend on.
  */
 final class EventLines implements BiConsumer<Event, EventJson> {
-    private final String run;
+    /** {@code ,"event_id":"<run>-}, encoded once. */
+    private final byte[] eventIdPrefix;
     private long n;
 
     EventLines(String run) {
-        this.run = run;
+        this.eventIdPrefix = EventJson.eventIdPrefix(run);
     }
 
     /** Appends the event's line to {@code out}. */
     @Override
     public void accept(Event event, EventJson out) {
-        out.start(event.type(), event.partition().topicFields, event.time());
+        out.start(event.type().opening, event.partition().topicFields, event.time());
         event.fields(out);
-        out.line(run, ++n, event.seq());
+        out.line(eventIdPrefix, ++n, event.seq());
     }
 }

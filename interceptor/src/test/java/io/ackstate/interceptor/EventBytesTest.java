@@ -158,7 +158,7 @@ class EventBytesTest {
     /** Event.fields and EventLines.apply before the byte path. */
     private String oldLine(OldEventJson out, Event event, String run, long n) {
         TopicName name = TopicName.get(topics.get(event.partition()));
-        out.start(event.type(), OldEventJson.topicFields(name.getPartitionedTopicName(), name.getPartitionIndex()),
+        out.start(event.type().name(), OldEventJson.topicFields(name.getPartitionedTopicName(), name.getPartitionIndex()),
                 event.time());
         if (event instanceof Event.Subscribe e) {
             out.fields(oldConsumerFields(e.consumer())).str("consumer_name", e.consumerName())

@@ -1,5 +1,8 @@
 package io.ackstate.interceptor;
 
+import static io.ackstate.interceptor.EventJson.eventIdPrefix;
+import static io.ackstate.interceptor.EventJson.name;
+import static io.ackstate.interceptor.EventJson.opening;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -39,10 +42,10 @@ class EventQueueTest {
     /** Each item's line: a SEND whose producer is the item. */
     private static void send(String producer, EventJson out) {
         if (producer.equals("unformattable")) {
-            out.start("SEND", EventJson.topicFields("t", 0), 1).str("producer_name", "half a line");
+            out.start(opening("SEND"), EventJson.topicFields("t", 0), 1).str(name("producer_name"), "half a line");
             throw new IllegalStateException("cannot format " + producer);
         }
-        out.start("SEND", EventJson.topicFields("t", 0), 1).str("producer_name", producer).line("r", 1, 1);
+        out.start(opening("SEND"), EventJson.topicFields("t", 0), 1).str(name("producer_name"), producer).line(eventIdPrefix("r"), 1, 1);
     }
 
     private static String sent(String producer) {

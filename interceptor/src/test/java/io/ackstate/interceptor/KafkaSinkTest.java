@@ -1,5 +1,8 @@
 package io.ackstate.interceptor;
 
+import static io.ackstate.interceptor.EventJson.eventIdPrefix;
+import static io.ackstate.interceptor.EventJson.name;
+import static io.ackstate.interceptor.EventJson.opening;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
@@ -22,7 +25,7 @@ class KafkaSinkTest {
     }
 
     private static void appendLine(EventJson json, String topic, int partition) {
-        json.start("ACK", EventJson.topicFields(topic, partition), 7).str("subscription", "s").line("run1", 1, 1);
+        json.start(opening("ACK"), EventJson.topicFields(topic, partition), 7).str(name("subscription"), "s").line(eventIdPrefix("run1"), 1, 1);
     }
 
     private static String keyOf(String topic, int partition) {
