@@ -261,6 +261,28 @@ def dedup_resend(run: Run) -> None:
         producer.close()
 
 
+def ack_beyond_last_entry(run: Run) -> None:
+    """One ack command whose ids end in a position beyond the last entry.
+
+    The client sends the individual acks of 100 ms as one command, its ids in position order,
+    so the made-up position beyond the last entry comes last. The broker's
+    ``ManagedCursorImpl.asyncDelete`` applies the ids before it and fails the call there; on
+    Shared, ``Consumer.individualAckNormal`` has already taken the real ids out of the pending
+    acks.
+    """
+    topic = run.topic("ack-beyond")
+    exclusive = run.subscribe(topic, "exclusive", pulsar.ConsumerType.Exclusive, "ab-x")
+    shared = run.subscribe(topic, "shared", pulsar.ConsumerType.Shared, "ab-s")
+    produce(run, topic, 6)
+    for consumer in (exclusive, shared):
+        msgs = receive(consumer, 6)
+        last = msgs[-1].message_id()
+        beyond = pulsar.MessageId(ledger_id=last.ledger_id(), entry_id=last.entry_id() + 5)
+        for m in (msgs[1], msgs[3]):
+            consumer.acknowledge(m)
+        consumer.acknowledge(beyond)
+
+
 def non_persistent(run: Run) -> None:
     """A non-persistent topic: Shared and Exclusive subscriptions, some acks."""
     topic = run.topic("np", persistent=False)
@@ -285,6 +307,7 @@ SCENARIOS: tuple[Callable[[Run], None], ...] = (
     redeliver_all,
     close_and_reconnect,
     dedup_resend,
+    ack_beyond_last_entry,
     non_persistent,
 )
 
