@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,17 +27,22 @@ def table_path(warehouse: str | Path, name: str) -> str:
     return locations.join(warehouse, name)
 
 
-def ensure_tables(spark: SparkSession, warehouse: str | Path) -> list[str]:
-    """Create every missing table, clustered by topic partition; return the names created.
+def ensure_tables(
+    spark: SparkSession, warehouse: str | Path, names: Sequence[str] | None = None
+) -> list[str]:
+    """Create every missing table (or those of ``names``), clustered by topic partition; return
+    the names created.
 
     Idempotent. Columns are only ever added (CONTRACT.md), so a table that an older ackstate
     created gets the columns it lacks, appended (``ALTER TABLE ... ADD COLUMNS``): the writers
-    name every column of the current schema.
+    name every column of the current schema. Each table costs a Delta commit or a log read
+    (seconds for all of them), so a caller that needs one names it.
     """
     from delta.tables import DeltaTable
 
     created = []
-    for name, schema in TABLES.items():
+    for name in TABLES if names is None else names:
+        schema = TABLES[name]
         path = table_path(warehouse, name)
         if DeltaTable.isDeltaTable(spark, path):
             _add_missing_columns(spark, path, name)

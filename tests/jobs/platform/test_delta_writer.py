@@ -30,7 +30,7 @@ def _read(spark: SparkSession, warehouse: str) -> list[tuple]:
 @pytest.fixture
 def writer(spark: SparkSession, tmp_path: Path) -> DeltaWriter:
     warehouse = str(tmp_path / "warehouse")
-    ensure_tables(spark, warehouse)
+    ensure_tables(spark, warehouse, ["ledgers"])
     return DeltaWriter(warehouse, "app-1")
 
 
@@ -103,10 +103,18 @@ def test_an_append_with_the_same_version_is_applied_once(spark: SparkSession, wr
 
 def test_each_write_is_reported_with_its_name(spark: SparkSession, tmp_path: Path) -> None:
     warehouse = str(tmp_path / "warehouse")
-    ensure_tables(spark, warehouse)
+    ensure_tables(spark, warehouse, ["ledgers"])
     seen: list[str] = []
     writer = DeltaWriter(warehouse, "app-2", on_write=lambda what, began: seen.append(what))
     rows = _ledgers(spark, [("t", 0, 1, 0, 9, 10)])
     writer.merge("ledgers", rows).when_not_matched_insert().execute(spark, version=1)
     writer.append(spark, "ledgers", rows, version=2, tag="x")
     assert seen == ["merge ledgers", "write ledgers"]
+
+
+def test_only_the_tables_named_are_created(spark: SparkSession, tmp_path: Path) -> None:
+    """The fixtures above create the one table they write (all fourteen cost seconds a test)."""
+    warehouse = tmp_path / "warehouse"
+    assert ensure_tables(spark, str(warehouse), ["ledgers"]) == ["ledgers"]
+    assert [p.name for p in warehouse.iterdir()] == ["ledgers"]
+    assert ensure_tables(spark, str(warehouse), ["ledgers"]) == []
