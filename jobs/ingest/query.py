@@ -176,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
         log.info("stopping ingest")
         query.stop()
     end_heartbeat(query)
+    progress.wait_until_reported(str(query.id))
     if query.exception() is not None:
         raise IngestError(f"ingest failed: {query.exception()}")
     return 0

@@ -41,6 +41,8 @@ class BatchFigures:
 
 _FIGURES: dict[int, BatchFigures] = {}
 _LOCK = threading.Lock()
+_REPORTED = threading.Condition(_LOCK)
+_TERMINATED: set[str] = set()  # ids of the queries whose end the listener has logged
 
 
 def record(figures: BatchFigures) -> None:
@@ -90,3 +92,19 @@ class IngestProgressListener(StreamingQueryListener):
             log.error("ingest query %s failed: %s", event.id, event.exception)
         else:
             log.info("ingest query %s stopped", event.id)
+        with _REPORTED:
+            _TERMINATED.add(str(event.id))
+            _REPORTED.notify_all()
+
+
+def wait_until_reported(query_id: str, timeout: float = 30.0) -> bool:
+    """Wait until the listener has logged the end of query ``query_id`` (false: not in time).
+
+    Spark delivers listener events from a queue of its own, after the query has returned from
+    ``awaitTermination``: a process that exits then (``ackstate ingest --trigger
+    available-now``) would lose the last batches' progress lines, and Spark would log the
+    callbacks it could no longer make as stack traces. Events reach a listener in order, so
+    once the end is logged, every progress line of the query is too.
+    """
+    with _REPORTED:
+        return _REPORTED.wait_for(lambda: query_id in _TERMINATED, timeout)
