@@ -11,6 +11,7 @@ short name (``x``, ``tenant/ns/x``) means ``persistent://public/default/x`` and
 from __future__ import annotations
 
 import re
+import urllib.parse
 from typing import Final
 
 PERSISTENT: Final = "persistent://"
@@ -62,3 +63,11 @@ def complete_name(text: str) -> str:
     if len(parts) == 3:
         return f"{PERSISTENT}{text}"
     return text
+
+
+def rest_path(name: str) -> str:
+    """The name as the admin REST API addresses it (``TopicName.getRestPath``), to follow
+    ``/admin/v2/``: ``persistent/tenant/ns/<local name, URL-encoded>``."""
+    domain, rest = name.split("://", 1)
+    tenant, namespace, local = rest.split("/", 2)
+    return f"{domain}/{tenant}/{namespace}/{urllib.parse.quote(local, safe='')}"

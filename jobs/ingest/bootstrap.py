@@ -29,7 +29,6 @@ import os
 import ssl
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from engine import Cursor, Ledgers, PartitionState
 from engine.bootstrap import partition_from_admin
 from engine.errors import SnapshotError
-from engine.topic import complete_name, is_persistent, partition_name, split_partition
+from engine.topic import complete_name, is_persistent, partition_name, rest_path, split_partition
 from jobs.platform.errors import BootstrapError
 
 if TYPE_CHECKING:
@@ -111,9 +110,7 @@ def read_token(token_file: str | None) -> str | None:
 
 def _rest(name: str) -> str:
     """The admin path of a topic or partition name: ``/admin/v2/persistent/t/ns/x``."""
-    domain, rest = name.split("://", 1)
-    tenant, namespace, local = rest.split("/", 2)
-    return f"/admin/v2/{domain}/{tenant}/{namespace}/{urllib.parse.quote(local, safe='')}"
+    return "/admin/v2/" + rest_path(name)
 
 
 def discover(api: AdminApi, topics: Sequence[str]) -> list[tuple[str, int]]:

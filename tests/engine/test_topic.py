@@ -10,6 +10,7 @@ from engine.topic import (
     is_persistent,
     namespace_of,
     partition_name,
+    rest_path,
     split_partition,
 )
 
@@ -44,3 +45,8 @@ def test_domain_and_namespace() -> None:
     assert is_non_persistent("non-persistent://t/ns/x") and not is_persistent("non-persistent://t/ns/x")
     assert namespace_of("persistent://acme/billing/orders") == "acme/billing"
     assert namespace_of("non-persistent://acme/billing/orders") == "acme/billing"
+
+
+def test_the_rest_path_encodes_the_local_name_as_the_admin_api_reads_it() -> None:
+    assert rest_path("persistent://t/ns/x-partition-3") == "persistent/t/ns/x-partition-3"
+    assert rest_path("non-persistent://t/ns/a b/c") == "non-persistent/t/ns/a%20b%2Fc"
