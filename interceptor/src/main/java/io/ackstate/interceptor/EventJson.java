@@ -76,11 +76,6 @@ final class EventJson implements LineBatch {
     }
 
     @Override
-    public int lineStart(int i) {
-        return i == 0 ? 0 : ends[i - 1] + 1;
-    }
-
-    @Override
     public int lineEnd(int i) {
         return ends[i];
     }
@@ -96,7 +91,7 @@ final class EventJson implements LineBatch {
 
     /** Forgets the line begun and not completed (its event could not be formatted). */
     void dropUnfinished() {
-        size = count == 0 ? 0 : ends[count - 1] + 1;
+        size = lineStart(count);
     }
 
     // ---- what is encoded once ------------------------------------------------------------------
@@ -224,8 +219,7 @@ final class EventJson implements LineBatch {
     // ---- bytes -----------------------------------------------------------------------------
     /** The bytes after the last complete line (a copy): how the pre-made fields are made. */
     private byte[] unfinished() {
-        int from = count == 0 ? 0 : ends[count - 1] + 1;
-        return Arrays.copyOfRange(bytes, from, size);
+        return Arrays.copyOfRange(bytes, lineStart(count), size);
     }
 
     private void ensure(int more) {

@@ -14,8 +14,11 @@ interface LineBatch {
     /** The array the lines are in. */
     byte[] bytes();
 
-    /** Where line {@code i} starts in {@link #bytes}. */
-    int lineStart(int i);
+    /** Where line {@code i} starts in {@link #bytes}: right after the line before it, as the
+     *  lines are back to back. */
+    default int lineStart(int i) {
+        return i == 0 ? 0 : lineEnd(i - 1) + 1;
+    }
 
     /** Where line {@code i} ends (exclusive): the index of its {@code '\n'}. */
     int lineEnd(int i);

@@ -46,11 +46,6 @@ final class Lines {
             }
 
             @Override
-            public int lineStart(int i) {
-                return i == 0 ? 0 : ends[i - 1] + 1;
-            }
-
-            @Override
             public int lineEnd(int i) {
                 return ends[i];
             }
