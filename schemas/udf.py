@@ -99,11 +99,13 @@ APPLY_OUTPUT: Final = T.StructType(
         T.StructField("ledgers", T.BinaryType()),
         T.StructField("applied", T.LongType()),
         T.StructField("stale", T.LongType()),
-        # range / batch / ledger
+        # range / batch / ledger (a ledger row: ``ledger_id``, its first and last entry, ``entries``)
         T.StructField("ledger_id", T.LongType()),
         T.StructField("entry_id", T.LongType()),
         T.StructField("lower_entry_id", T.LongType()),
         T.StructField("upper_entry_id", T.LongType()),
+        T.StructField("first_entry_id", T.LongType()),
+        T.StructField("last_entry_id", T.LongType()),
         T.StructField("entries", T.LongType()),
         T.StructField("batch_size", T.IntegerType()),
         T.StructField("ack_set", T.ArrayType(T.LongType())),

@@ -660,7 +660,7 @@ def emit_ledger_deletes(out: OutputRows, trimmed: TrimResult) -> None:
         DELETE,
         len(trimmed.removed),
         ledger_id=[lid for lid, _ in trimmed.removed],
-        upper_entry_id=[last for _, last in trimmed.removed],
+        last_entry_id=[last for _, last in trimmed.removed],
         entries=[last + 1 for _, last in trimmed.removed],
     )
 
@@ -713,8 +713,8 @@ def apply_partition(
             UPSERT,
             len(grown),
             ledger_id=[g[0] for g in grown],
-            entry_id=[0] * len(grown),
-            upper_entry_id=[g[1] for g in grown],
+            first_entry_id=[0] * len(grown),
+            last_entry_id=[g[1] for g in grown],
             entries=[g[1] + 1 for g in grown],
         )
     if result.rejects:

@@ -48,8 +48,8 @@ def bootstrap_rows(
         UPSERT,
         len(ledgers),
         ledger_id=[lid for lid, _ in ledgers],
-        entry_id=[0] * len(ledgers),
-        upper_entry_id=[last for _, last in ledgers],
+        first_entry_id=[0] * len(ledgers),
+        last_entry_id=[last for _, last in ledgers],
         entries=[last + 1 for _, last in ledgers],
     )
     return out.table()

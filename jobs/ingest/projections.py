@@ -121,12 +121,6 @@ def _ack_range_columns() -> dict[str, Callable[[], Column]]:
     return {"range": pulsar_range}
 
 
-def _ledger_columns() -> dict[str, Callable[[], Column]]:
-    from pyspark.sql import functions as F
-
-    return {"first_entry_id": lambda: F.col("entry_id"), "last_entry_id": lambda: F.col("upper_entry_id")}
-
-
 def _pending_columns() -> dict[str, Callable[[], Column]]:
     from pyspark.sql import functions as F
 
@@ -174,7 +168,7 @@ PROJECTIONS: tuple[Projection, ...] = (
     Projection(LATE_RECEIPT, "send_receipts", late_answers, (), receipt_columns),
     Projection(RANGE, "ack_ranges", changes, ("op",), _ack_range_columns),
     Projection(BATCH, "batch_acks", changes, ("op",)),
-    Projection(LEDGER, "ledgers", changes, ("op",), _ledger_columns),
+    Projection(LEDGER, "ledgers", changes, ("op",)),
     Projection(CONSUMER, "consumers", upsert),
     Projection(PENDING, "pending_acks", changes, ("op",), _pending_columns),
     Projection(REDELIVERY, "redeliveries", changes, ("op",)),

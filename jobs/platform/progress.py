@@ -1,8 +1,9 @@
 """Progress of the streaming ingest: a ``StreamingQueryListener`` that logs each micro-batch.
 
 Spark's progress event knows the batch id, input rows and rows/s; how many records were
-rejected or replayed is known only inside the batch, so the batch writer records those figures
-here (driver memory, keyed by batch id) and the listener joins them when Spark reports.
+rejected or stale (``stale_seq``: a replayed ``seq``) is known only inside the batch, so the
+batch writer records those figures here (driver memory, keyed by batch id) and the listener
+joins them when Spark reports.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def figures_for(batch_id: int) -> BatchFigures | None:
 
 
 class IngestProgressListener(StreamingQueryListener):
-    """Logs one line per micro-batch: batch id, rows in, rows/s, rejected, replayed."""
+    """Logs one line per micro-batch: batch id, rows in, rows/s, rejected, stale."""
 
     def onQueryStarted(self, event: Any) -> None:
         log.info("ingest query %s started (run %s)", event.name or event.id, event.runId)
@@ -71,7 +72,7 @@ class IngestProgressListener(StreamingQueryListener):
                 log.info("batch %d: %d rows in", progress.batchId, progress.numInputRows)
             return
         log.info(
-            "batch %d: %d rows in, %.0f rows/s, %d applied, %d rejected (%d replayed, %d duplicate), "
+            "batch %d: %d rows in, %.0f rows/s, %d applied, %d rejected (%d stale, %d duplicate), "
             "%d partitions, %d cursors changed",
             figures.batch_id,
             figures.input_rows,

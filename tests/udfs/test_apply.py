@@ -144,7 +144,7 @@ class _Tables:
                 if row["op"] == DELETE:
                     self.ledgers.pop(row["ledger_id"], None)
                 else:
-                    self.ledgers[row["ledger_id"]] = row["upper_entry_id"]
+                    self.ledgers[row["ledger_id"]] = row["last_entry_id"]
             elif row["kind"] == REJECT:
                 self.rejects += 1
 
@@ -355,7 +355,7 @@ def test_output_rows_from_arrays_are_the_rows_from_lists():
             ledger_id=cols([5, 5, 6]),
             entry_id=cols([0, 4, 1]),
         )
-        out.add(LEDGER, "upsert", 1, ledger_id=cols([9]), upper_entry_id=[3], entries=cols([4]))
+        out.add(LEDGER, "upsert", 1, ledger_id=cols([9]), last_entry_id=[3], entries=cols([4]))
     expected = from_lists.table()
     assert from_arrays.table().to_pylist() == expected.to_pylist()
     assert from_arrays.table().equals(expected)
