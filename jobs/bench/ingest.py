@@ -21,7 +21,11 @@ available-now trigger):
   X s" are captured to show where each batch's time goes.
 
 Sustained events/s is the median over the batches after the first (the first pays JVM, JIT and
-query start-up); the first is reported on its own. With ``--runs N`` the whole run is repeated
+query start-up); the first is reported on its own. Beside them, **whole process**: ``ackstate
+ingest`` run as a user runs it, in a process of its own, over the first ``WHOLE_PROCESS_FILES``
+files (2M events in the full bench) into a fresh warehouse with the command's defaults (one
+available-now micro-batch), timed from the command's start to its exit: Python and JVM start,
+Delta's table creation and the query's start included. With ``--runs N`` the whole run is repeated
 over the same files (fresh warehouse and checkpoints) and each figure is the median of the
 runs' figures. Generating the files is not part of any figure.
 """
@@ -32,6 +36,8 @@ import logging
 import os
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -126,6 +132,7 @@ def sized(
     return Workload(batches, events_per_batch, topics, partitions, subscriptions_per_topic, seed)
 
 
+WHOLE_PROCESS_FILES = 2  # issue 13: "the whole-process figure for 2M events from a fresh warehouse"
 FULL = sized(10_000, 1_000_000, batches=3)
 QUICK = sized(1_000, 50_000, batches=3)
 
@@ -344,6 +351,25 @@ def one_run(spark: SparkSession, source: str, work: Path) -> RunResult:
     return result
 
 
+def run_whole_process(files: Sequence[Path], work: Path) -> BatchTiming:
+    """``ackstate ingest`` of ``files`` in a process of its own, into a fresh warehouse, with the
+    command's defaults: its events and its wall time from start to exit."""
+    source = work / "source"
+    source.mkdir(parents=True)
+    events = 0
+    for file in files:
+        os.link(file, source / file.name)
+        with open(file, "rb") as fh:
+            events += sum(1 for _ in fh)
+    command = [sys.executable, "-m", "jobs.cli", "ingest", "--source", str(source), "--warehouse"]
+    started = time.perf_counter()
+    done = subprocess.run([*command, str(work / "warehouse")], capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"ackstate ingest exited with {done.returncode}: {done.stderr[-2000:]}")
+    return BatchTiming(0, events, seconds)
+
+
 # ---- the command ------------------------------------------------------------------------------
 def generate_workload(workload: Workload, out: Path) -> None:
     from jobs.bench.generate import generate
@@ -390,6 +416,14 @@ def bench_ingest(
     try:
         source = work / "events"
         generate_workload(workload, source)
+        # before this process starts its own JVM: the command's process is alone, as a user's is
+        files = sorted(source.glob("events-*.jsonl"))[:WHOLE_PROCESS_FILES]
+        whole = run_whole_process(files, work / "whole-process")
+        echo(
+            f"  whole process: ackstate ingest of {whole.rows:,} events ({len(files)} files) into a fresh "
+            f"warehouse, start to exit, in {whole.seconds:.1f} s = {whole.events_per_second:,.0f} events/s"
+        )
+        shutil.rmtree(work / "whole-process", ignore_errors=True)
         spark = get_spark(config)
         sc = spark.sparkContext
         echo(
@@ -404,7 +438,7 @@ def bench_ingest(
             _print_run(run, result, echo)
             shutil.rmtree(work / f"run-{run}", ignore_errors=True)
         echo(f"  load average {_load()} at end")
-        return figures(workload, results)
+        return [*figures(workload, results), whole_process_figure(whole)]
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -451,6 +485,16 @@ def figures(workload: Workload, results: Sequence[RunResult]) -> list[Figure]:
             )
         )
     return out
+
+
+def whole_process_figure(whole: BatchTiming) -> Figure:
+    return Figure(
+        f"ackstate ingest, whole process ({whole.rows:,} events)",
+        whole.events_per_second,
+        "events/s",
+        "(reported beside)",
+        [],
+    )
 
 
 def _print(line: str) -> None:

@@ -117,3 +117,17 @@ def test_phase_log_collects_the_ingest_debug_lines() -> None:
         log.debug("something else %d", 3)
     assert phase_log.phases == {3: [("read", 1.25), ("merge cursors", 0.5)]}
     assert (log.level, log.propagate, list(log.handlers)) == before
+
+
+@pytest.mark.slow  # a process of its own with its own JVM
+def test_the_whole_process_figure_is_an_ingest_a_user_runs(tmp_path: Path) -> None:
+    summary = generate(
+        tmp_path / "gen", events=300, topics=2, partitions=2, subscriptions_per_topic=2, files=3
+    )
+    timing = b.run_whole_process(summary.files[:2], tmp_path / "whole")
+    lines = sum(len(f.read_text().splitlines()) for f in summary.files[:2])
+    assert (timing.rows, timing.seconds > 0) == (lines, True)
+    # the command ran with its defaults and applied every event into the fresh warehouse
+    assert (tmp_path / "whole" / "warehouse" / "cursors" / "_delta_log").is_dir()
+    figure = b.whole_process_figure(timing)
+    assert figure.value == pytest.approx(lines / timing.seconds)
