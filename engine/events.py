@@ -26,6 +26,22 @@ EVENT_TYPES = (
     "REDELIVER",
 )
 TYPE_CODE = {name: code for code, name in enumerate(EVENT_TYPES)}
+
+# The contract's defaults of absent event fields (Pulsar 4.0 where Pulsar has one), declared
+# once: validation fills them in (``schemas.events``), and so does the engine for events built
+# from records or Arrow columns. ``highest_sequence_id`` has no constant default: it defaults to
+# the event's own ``sequence_id``.
+EVENT_DEFAULTS: dict[str, object] = {
+    "partition": -1,
+    "batch_size": 1,
+    "priority_level": 0,
+    "ack_timeout_ms": 0,
+    "negative_ack_delay_ms": 60_000,  # ConsumerConfigurationData.negativeAckRedeliveryDelayMicros
+    "max_redeliver_count": 0,
+    "initial_position": "Latest",
+    "num_messages": 1,
+    "marker": False,  # CommandSend.marker
+}
 SUBSCRIBE, CLOSE_CONSUMER, PUBLISH, SEND, SEND_FAILED, DISPATCH, ACK, NACK, REDELIVER = range(
     len(EVENT_TYPES)
 )
@@ -62,7 +78,7 @@ class EventBatch:
     consumer_name: np.ndarray | None = None  # object
     priority_level: np.ndarray | None = None  # int32, default 0
     ack_timeout_ms: np.ndarray | None = None  # int64, default 0 (off)
-    negative_ack_delay_ms: np.ndarray | None = None  # int64, default 60000
+    negative_ack_delay_ms: np.ndarray | None = None  # int64, default EVENT_DEFAULTS'
     max_redeliver_count: np.ndarray | None = None  # int32, default 0 (no dead letter)
     key: np.ndarray | None = None  # object: str or None (PUBLISH, DISPATCH)
     sends: SendColumns | None = None  # producer fields (SEND, SEND_FAILED, PUBLISH); None: none given
@@ -182,10 +198,10 @@ class EventBatch:
 _CONSUMER_DEFAULTS: tuple[tuple[str, Any, Any], ...] = (
     ("consumer_id", -1, np.int64),
     ("consumer_name", None, object),
-    ("priority_level", 0, np.int32),
-    ("ack_timeout_ms", 0, np.int64),
-    ("negative_ack_delay_ms", 60_000, np.int64),
-    ("max_redeliver_count", 0, np.int32),
+    ("priority_level", EVENT_DEFAULTS["priority_level"], np.int32),
+    ("ack_timeout_ms", EVENT_DEFAULTS["ack_timeout_ms"], np.int64),
+    ("negative_ack_delay_ms", EVENT_DEFAULTS["negative_ack_delay_ms"], np.int64),
+    ("max_redeliver_count", EVENT_DEFAULTS["max_redeliver_count"], np.int32),
     ("key", None, object),
 )
 

@@ -28,8 +28,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from engine import collector
 from engine.ackset import words_to_mask
+from engine.collector import paused as collector_paused
 from engine.cursor import SUB_TYPES, Cursor, MessageId
 from engine.dedup import Producers, SendResult
 from engine.errors import (
@@ -149,7 +149,7 @@ class PartitionState:
     def apply(self, batch: EventBatch, settings: EngineSettings) -> ApplyResult:
         """Apply one micro-batch of this partition's events (see the module docstring), with the
         cyclic garbage collector paused (``engine.collector``: the state holds no cycles)."""
-        with collector.paused():
+        with collector_paused():
             return self._apply(batch, settings)
 
     def _apply(self, batch: EventBatch, settings: EngineSettings) -> ApplyResult:

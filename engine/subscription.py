@@ -29,9 +29,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from engine import collector
 from engine.ackset import unacked_count
 from engine.codec import StateReader, frame
+from engine.collector import paused as collector_paused
 from engine.cursor import Cursor
 from engine.errors import (
     ConsumerIdInUse,
@@ -42,11 +42,12 @@ from engine.errors import (
     SubscriptionTypeMismatch,
     UnknownConsumer,
 )
+from engine.events import EVENT_DEFAULTS
 from engine.position import Position, packed_keys, position_columns, positions_of, sorted_after
 
 SHARED_MODES = ("Shared", "Key_Shared")
 SINGLE_ACTIVE_MODES = ("Exclusive", "Failover")
-DEFAULT_NEGATIVE_ACK_DELAY_MS = 60_000  # ConsumerConfigurationData.negativeAckRedeliveryDelayMicros
+DEFAULT_NEGATIVE_ACK_DELAY_MS = int(EVENT_DEFAULTS["negative_ack_delay_ms"])  # type: ignore[call-overload]
 MIN_NACK_DELAY_MS = 100  # NegativeAcksTracker.MIN_NACK_DELAY_MS
 
 # redelivery reasons (CONTRACT.md `redeliveries.reason`)
@@ -620,7 +621,7 @@ class Subscription:
                 raise RedeliverDuringFailoverSwitch("a failover switch is pending; redeliver ignored")
             return
         if positions is None:
-            with collector.paused():  # a million pending acks become replay rows: no cycles
+            with collector_paused():  # a million pending acks become replay rows: no cycles
                 self._take_all_pending_and_replay(cursor, consumer, now, reason)
             return
         # only ids in this consumer's own pending acks (no owner search, unlike acks)

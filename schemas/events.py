@@ -13,6 +13,7 @@ from typing import Final
 import pyarrow as pa
 from pyspark.sql import types as T
 
+from engine.events import EVENT_DEFAULTS as ENGINE_EVENT_DEFAULTS
 from engine.events import EVENT_TYPES as ENGINE_EVENT_TYPES
 
 SCHEMA_VERSION: Final = 1
@@ -31,19 +32,9 @@ SUB_TYPES: Final[tuple[str, ...]] = ("Exclusive", "Failover", "Shared", "Key_Sha
 ACK_TYPES: Final[tuple[str, ...]] = ("Individual", "Cumulative")
 INITIAL_POSITIONS: Final[tuple[str, ...]] = ("Latest", "Earliest")
 
-# Contract defaults (Pulsar 4.0 where Pulsar has one). `highest_sequence_id` has no constant
-# default: it defaults to the event's own `sequence_id` (see HIGHEST_SEQUENCE_ID_DEFAULTS_TO).
-EVENT_DEFAULTS: Final[dict[str, object]] = {
-    "partition": -1,
-    "batch_size": 1,
-    "priority_level": 0,
-    "ack_timeout_ms": 0,
-    "negative_ack_delay_ms": 60_000,
-    "max_redeliver_count": 0,
-    "initial_position": "Latest",
-    "num_messages": 1,
-    "marker": False,  # CommandSend.marker
-}
+# Contract defaults (Pulsar 4.0 where Pulsar has one), declared in the engine. `highest_sequence_id`
+# has no constant default: it defaults to the event's own `sequence_id` (HIGHEST_SEQUENCE_ID_DEFAULTS_TO).
+EVENT_DEFAULTS: Final[dict[str, object]] = ENGINE_EVENT_DEFAULTS
 # Defaults inside one element of `message_ids`; `batch_size` there has none on purpose: a
 # message id without it names a whole entry, and a batch_index without it is out of range.
 MESSAGE_ID_DEFAULTS: Final[dict[str, object]] = {"batch_index": -1}

@@ -30,7 +30,7 @@ from engine import (
     collector,
 )
 from engine.ackset import mask_to_words, unacked_count
-from engine.events import ACK_TYPE_CODE, EVENT_TYPES
+from engine.events import ACK_TYPE_CODE, EVENT_DEFAULTS, EVENT_TYPES
 from engine.position import (
     Position,
     packed_keys,
@@ -70,6 +70,12 @@ def _ints(array: pa.Array, fill: int, dtype: Any) -> np.ndarray:
     return np.asarray(array.fill_null(fill).to_numpy(zero_copy_only=False), dtype=dtype)
 
 
+def _default(field: str) -> int:
+    """The contract's default of an integer event field (validation fills it in already; a
+    batch built without validation, by a test or a tool, gets the same)."""
+    return int(EVENT_DEFAULTS[field])  # type: ignore[call-overload]
+
+
 def events_to_batch(events: pa.Table) -> EventBatch:
     """Columnar conversion: message ids and their ack_set words are flattened, not looped."""
     n = events.num_rows
@@ -102,10 +108,14 @@ def events_to_batch(events: pa.Table) -> EventBatch:
         row=_ints(_col(events, "_row"), -1, np.int64),
         consumer_id=_ints(_col(events, "consumer_id"), -1, np.int64),
         consumer_name=_col(events, "consumer_name").to_numpy(zero_copy_only=False).reshape(n),
-        priority_level=_ints(_col(events, "priority_level"), 0, np.int32),
-        ack_timeout_ms=_ints(_col(events, "ack_timeout_ms"), 0, np.int64),
-        negative_ack_delay_ms=_ints(_col(events, "negative_ack_delay_ms"), 60_000, np.int64),
-        max_redeliver_count=_ints(_col(events, "max_redeliver_count"), 0, np.int32),
+        priority_level=_ints(_col(events, "priority_level"), _default("priority_level"), np.int32),
+        ack_timeout_ms=_ints(_col(events, "ack_timeout_ms"), _default("ack_timeout_ms"), np.int64),
+        negative_ack_delay_ms=_ints(
+            _col(events, "negative_ack_delay_ms"), _default("negative_ack_delay_ms"), np.int64
+        ),
+        max_redeliver_count=_ints(
+            _col(events, "max_redeliver_count"), _default("max_redeliver_count"), np.int32
+        ),
         key=_col(events, "key").to_numpy(zero_copy_only=False).reshape(n),
         sends=send_columns(events),
     )
