@@ -11,7 +11,8 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,17 @@ from schemas.tables import TABLES
 
 DEMO_FILES = 3
 _DEMO: dict[str, Path] = {}
+
+LINEAGE = frozenset(
+    {"query_id", "batch_id", "updated_at", "rejected_at", "started_at", "finished_at", "duration_ms",
+     "rows_per_second"}
+)  # fmt: skip
+"""Columns that say which run wrote a row and when: two runs that agree on state differ there."""
+BATCH_FIGURES = frozenset(
+    {"input_rows", "applied_rows", "rejected_rows", "stale_rows", "duplicate_rows", "partitions_touched",
+     "cursors_touched"}
+)  # fmt: skip
+"""``ingest_batches`` figures that depend on how the input was cut into micro-batches."""
 
 
 class SimulatedCrash(RuntimeError):
@@ -117,6 +129,25 @@ def snapshot(
         rows = read_table(spark, warehouse, name).select(*columns).collect()
         out[name] = sorted(tuple(json.dumps(v, default=str) for v in row) for row in rows)
     return out
+
+
+def assert_same_tables(
+    actual: dict[str, list], expected: dict[str, list], tables: Sequence[str] | None = None
+) -> None:
+    """Two ``snapshot``s hold the same rows in every table (or in ``tables``); a failure names
+    each differing table and prints the rows found only on one side (a few of each)."""
+    differing = []
+    for name in tables if tables is not None else sorted(set(actual) | set(expected)):
+        extra = Counter(actual.get(name, [])) - Counter(expected.get(name, []))
+        missing = Counter(expected.get(name, [])) - Counter(actual.get(name, []))
+        if extra or missing:
+            differing.append(
+                f"{name}: {sum(extra.values())} row(s) only in actual, "
+                f"{sum(missing.values())} only in expected"
+                + "".join(f"\n  + {row}" for row in sorted(extra)[:5])
+                + "".join(f"\n  - {row}" for row in sorted(missing)[:5])
+            )
+    assert not differing, "tables differ:\n" + "\n".join(differing)
 
 
 def write_events(source: Path, files: list[list[dict[str, Any]]], prefix: str = "events") -> None:

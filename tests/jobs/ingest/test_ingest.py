@@ -26,22 +26,12 @@ from jobs.ingest.batch import BatchWriter
 from jobs.ingest.options import IngestOptions
 from jobs.ingest.query import start_ingest
 from jobs.platform.tables import read_table
-from schemas.tables import TABLES
 from tests.jobs.ingest.killed_cli import KILL_AT_ENV
-from tests.jobs.warehouse import crash_at
+from tests.jobs.warehouse import LINEAGE, assert_same_tables, crash_at
+from tests.jobs.warehouse import snapshot as warehouse_snapshot
 
 pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
 
-LINEAGE = {
-    "query_id",
-    "batch_id",
-    "updated_at",
-    "rejected_at",
-    "started_at",
-    "finished_at",
-    "duration_ms",
-    "rows_per_second",
-}
 FILES = 2
 
 
@@ -98,12 +88,7 @@ def _run(spark, options: IngestOptions, kill_at: str | None = None) -> None:
 
 def snapshot(spark, warehouse: Path) -> dict[str, list[tuple]]:
     """Every table's rows without lineage columns, sorted: what 'identical tables' means."""
-    out = {}
-    for name, schema in TABLES.items():
-        columns = [f.name for f in schema.fields if f.name not in LINEAGE]
-        rows = read_table(spark, warehouse, name).select(*columns).collect()
-        out[name] = sorted(tuple(json.dumps(v, default=str) for v in row) for row in rows)
-    return out
+    return warehouse_snapshot(spark, warehouse, exclude=LINEAGE)
 
 
 @pytest.fixture(scope="module")
@@ -165,8 +150,7 @@ def test_feeding_the_same_events_again_changes_no_state(spark, workload, well_fo
     _write_source(work / "source", workload, prefix="again")
     _run(spark, _options(work / "source", work / "warehouse", work / "warehouse" / "_checkpoints" / "replay"))
     after = snapshot(spark, work / "warehouse")
-    for name in ("cursors", "topic_partitions", "ack_ranges", "batch_acks", "ledgers"):
-        assert after[name] == tables[name], name
+    assert_same_tables(after, tables, ("cursors", "topic_partitions", "ack_ranges", "batch_acks", "ledgers"))
     stale = read_table(spark, work / "warehouse", "rejected_events").filter("reason = 'stale_seq'").count()
     # a new query reads the original files and their copies: every well-formed record twice,
     # and each time it is refused as a replay
@@ -181,7 +165,7 @@ def test_crash_between_writes_then_restart_equals_a_clean_run(spark, workload, c
     options = _options(tmp_path / "source", tmp_path / "warehouse")
     _run(spark, options, kill_at=kill_at)
     _run(spark, options)
-    assert snapshot(spark, tmp_path / "warehouse") == expected
+    assert_same_tables(snapshot(spark, tmp_path / "warehouse"), expected)
 
 
 @pytest.mark.slow
@@ -207,7 +191,7 @@ def test_killed_process_between_state_and_projections_restarts_exactly(spark, wo
     env.pop(KILL_AT_ENV)
     restarted = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert restarted.returncode == 0, restarted.stderr[-2000:]
-    assert snapshot(spark, tmp_path / "warehouse") == expected
+    assert_same_tables(snapshot(spark, tmp_path / "warehouse"), expected)
 
 
 @pytest.mark.slow  # many micro-batches: minutes on 2 cores
@@ -232,16 +216,11 @@ def test_delta_table_source_gives_the_same_state(spark, well_formed, clean_run, 
         while not any("rows in" in m for m in caplog.messages) and time.time() < deadline:
             time.sleep(0.5)
     actual = snapshot(spark, tmp_path / "warehouse")
-    for name in (
-        "cursors",
-        "topic_partitions",
-        "ack_ranges",
-        "batch_acks",
-        "ledgers",
-        "consumers",
-        "pending_acks",
-    ):
-        assert actual[name] == expected[name], name
+    assert_same_tables(
+        actual,
+        expected,
+        ("cursors", "topic_partitions", "ack_ranges", "batch_acks", "ledgers", "consumers", "pending_acks"),
+    )
     assert any("rows in" in m and "rejected" in m for m in caplog.messages), caplog.messages
 
 
@@ -273,4 +252,4 @@ def test_continuous_trigger_applies_files_as_they_arrive(spark, workload, clean_
             time.sleep(1)
     finally:
         query.stop()
-    assert snapshot(spark, tmp_path / "warehouse") == expected
+    assert_same_tables(snapshot(spark, tmp_path / "warehouse"), expected)

@@ -22,7 +22,7 @@ from jobs.ingest.batch import BatchWriter
 from jobs.ingest.options import IngestOptions
 from jobs.ingest.query import start_ingest
 from jobs.platform.tables import read_table
-from tests.jobs.warehouse import crash_at
+from tests.jobs.warehouse import assert_same_tables, crash_at
 
 TOPIC = "persistent://public/default/ingest-dedup"
 NP_TOPIC = "non-persistent://public/default/ingest-dedup"
@@ -232,4 +232,4 @@ def test_crash_between_the_producer_writes_then_restart_equals_a_clean_run(spark
     query = start_ingest(spark, options)
     query.awaitTermination()
     assert query.exception() is None
-    assert _tables(spark, tmp_path / "warehouse") == expected
+    assert_same_tables(_tables(spark, tmp_path / "warehouse"), expected)
