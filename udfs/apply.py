@@ -296,11 +296,11 @@ def _fixed_width(chunks: list[Any], type_: pa.DataType, n: int) -> pa.Array:
             valid[at : at + chunk.size] = True
             at += chunk.size
             continue
-        if isinstance(chunk, list) and len(chunk) <= _SMALL and None not in chunk:
-            # numpy refuses an int beyond the column's type (OverflowError), as Arrow does
-            values[at : at + len(chunk)] = _exact(chunk, dtype)
-            valid[at : at + len(chunk)] = True
-            at += len(chunk)
+        exact = _exact(chunk, dtype) if isinstance(chunk, list) and len(chunk) <= _SMALL else None
+        if exact is not None:
+            values[at : at + exact.size] = exact
+            valid[at : at + exact.size] = True
+            at += exact.size
             continue
         array = _arrow(chunk, type_)
         size = len(array)
@@ -314,15 +314,14 @@ def _fixed_width(chunks: list[Any], type_: pa.DataType, n: int) -> pa.Array:
     return pa.array(values, mask=~valid, type=type_)
 
 
-def _exact(items: list[Any], dtype: Any) -> np.ndarray:
-    """``items`` as ``dtype``, refused unless each is an int (a bool for a bool column) that the
-    type holds: what ``pa.array(items, type)`` accepts, without its per-call cost."""
-    if dtype is np.bool_:
-        if not all(type(v) is bool or type(v) is np.bool_ for v in items):
-            raise TypeError(f"a bool column got {items!r}")
-        return np.asarray(items, dtype=np.bool_)
-    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in items):
-        raise TypeError(f"an integer column got {items!r}")
+def _exact(items: list[Any], dtype: Any) -> np.ndarray | None:
+    """``items`` as ``dtype`` when each is a plain int (a bool for a bool column); None for
+    anything else (a float, a numpy scalar, a null), which the caller converts with
+    ``pa.array`` as before. An int the type cannot hold still fails the batch: numpy raises
+    OverflowError where ``pa.array`` raised ArrowInvalid."""
+    kind = bool if dtype is np.bool_ else int
+    if not all(type(v) is kind for v in items):
+        return None
     return np.asarray(items, dtype=dtype)
 
 

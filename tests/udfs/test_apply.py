@@ -11,6 +11,7 @@ import copy
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -506,3 +507,20 @@ def test_table_is_the_concatenation_of_its_chunks(adds):
     expected = _concatenated(out)
     assert table.to_pylist() == expected.to_pylist()
     assert table.equals(expected)
+
+
+def test_values_the_fast_paths_do_not_take_convert_as_arrow_converts_them():
+    """Small lists of plain ints and bools go straight into numpy; a float, a numpy scalar or a
+    null among them takes ``pa.array``, as every chunk did before, with the same result."""
+    out = OutputRows("persistent://t/ns/x", 3)
+    out.add(
+        CONSUMER, "upsert", 2, consumer_id=[1.0, 2], dead_letter=[np.True_, False], redelivery_count=[3, None]
+    )
+    out.add(CONSUMER, "upsert", 1, consumer_id=[np.int64(7)], priority_level=[np.bool_(True)])
+    out.add(PENDING, "upsert", 2, consumer_id=[4, 5], dead_letter=[True, False], redelivery_count=[1, 2])
+    assert out.table().equals(_concatenated(out))
+    with pytest.raises(OverflowError):  # pa.array raised ArrowInvalid: the batch fails either way
+        overflowing = OutputRows("persistent://t/ns/x", 3)
+        overflowing.add(PENDING, "upsert", 1, redelivery_count=[2**31])
+        overflowing.add(PENDING, "upsert", 1, redelivery_count=[1])
+        overflowing.table()
