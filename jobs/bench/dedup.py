@@ -188,6 +188,7 @@ def run_ackstate_dedup(
     from engine import EngineSettings
     from jobs.ingest.options import IngestOptions
     from jobs.ingest.query import start_ingest
+    from jobs.platform import progress
     from jobs.platform.errors import AckstateError
     from jobs.platform.tables import read_table
 
@@ -199,6 +200,7 @@ def run_ackstate_dedup(
     )
     query = start_ingest(spark, options)
     query.awaitTermination()
+    progress.wait_until_reported(str(query.id))
     if query.exception() is not None:
         raise AckstateError(f"bench dedup ingest failed: {query.exception()}")
     rows = (

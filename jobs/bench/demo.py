@@ -16,7 +16,7 @@ from engine import EngineSettings
 from jobs.bench.generate import generate
 from jobs.ingest.options import IngestOptions
 from jobs.ingest.query import end_heartbeat, start_ingest
-from jobs.platform import locations
+from jobs.platform import locations, progress
 from jobs.platform.errors import IngestError
 from jobs.platform.tables import read_table
 
@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     query = start_ingest(spark, options)
     query.awaitTermination()
     end_heartbeat(query)
+    progress.wait_until_reported(str(query.id))  # its progress lines before the figures below
     if query.exception() is not None:
         raise IngestError(f"ingest failed: {query.exception()}")
 

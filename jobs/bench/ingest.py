@@ -318,6 +318,7 @@ def run_ackstate(spark: SparkSession, source: str, warehouse: Path) -> list[Batc
     from engine import EngineSettings
     from jobs.ingest.options import IngestOptions
     from jobs.ingest.query import start_ingest
+    from jobs.platform import progress
     from jobs.platform.errors import AckstateError
     from jobs.platform.tables import read_table
 
@@ -326,6 +327,7 @@ def run_ackstate(spark: SparkSession, source: str, warehouse: Path) -> list[Batc
     )
     query = start_ingest(spark, options)
     query.awaitTermination()
+    progress.wait_until_reported(str(query.id))
     if query.exception() is not None:
         raise AckstateError(f"bench ingest query failed: {query.exception()}")
     batches = (

@@ -131,6 +131,7 @@ def run_ackstate(spark: SparkSession, source: str, warehouse: Path) -> list[Batc
     from engine import EngineSettings
     from jobs.ingest.options import IngestOptions
     from jobs.ingest.query import end_heartbeat, start_ingest
+    from jobs.platform import progress
     from jobs.platform.errors import AckstateError
 
     options = IngestOptions(
@@ -140,6 +141,7 @@ def run_ackstate(spark: SparkSession, source: str, warehouse: Path) -> list[Batc
         query = start_ingest(spark, options)
         query.awaitTermination()
         end_heartbeat(query)
+        progress.wait_until_reported(str(query.id))
     if query.exception() is not None:
         raise AckstateError(f"bench ingest query failed: {query.exception()}")
     commits = commits_by_batch(warehouse, options.app_id)
