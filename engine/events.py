@@ -78,7 +78,7 @@ class EventBatch:
     consumer_name: np.ndarray | None = None  # object
     priority_level: np.ndarray | None = None  # int32, default 0
     ack_timeout_ms: np.ndarray | None = None  # int64, default 0 (off)
-    negative_ack_delay_ms: np.ndarray | None = None  # int64, default EVENT_DEFAULTS'
+    negative_ack_delay_ms: np.ndarray | None = None  # int64, default in EVENT_DEFAULTS
     max_redeliver_count: np.ndarray | None = None  # int32, default 0 (no dead letter)
     key: np.ndarray | None = None  # object: str or None (PUBLISH, DISPATCH)
     sends: SendColumns | None = None  # producer fields (SEND, SEND_FAILED, PUBLISH); None: none given
@@ -87,7 +87,7 @@ class EventBatch:
         n = self.seq.size
         if self.row.size != n:
             self.row = np.arange(n, dtype=np.int64)
-        for name, default, dtype in _CONSUMER_DEFAULTS:
+        for name, default, dtype in CONSUMER_COLUMNS:
             if getattr(self, name) is None:
                 if dtype is object:
                     setattr(self, name, np.full(n, default, dtype=object))
@@ -123,7 +123,7 @@ class EventBatch:
             ackset_offsets=np.concatenate(([0], np.cumsum(ac_counts))).astype(np.int64),
             ackset_words=self.ackset_words[ac_idx],
             row=self.row[order],
-            **{name: getattr(self, name)[order] for name, _, _ in _CONSUMER_DEFAULTS},
+            **{name: getattr(self, name)[order] for name, _, _ in CONSUMER_COLUMNS},
             sends=self.sends.take(order) if self.sends is not None else None,
         )
 
@@ -145,7 +145,7 @@ class EventBatch:
                 "batch_size",
                 "sub_type",
                 "initial_position",
-                *(name for name, _, _ in _CONSUMER_DEFAULTS),
+                *(name for name, _, _ in CONSUMER_COLUMNS),
             )
         }
         offsets, mled, ment, mbs, aoff, words = [0], [], [], [], [0], []
@@ -161,7 +161,7 @@ class EventBatch:
             cols["batch_size"].append(rec.get("batch_size") or 1)
             cols["sub_type"].append(rec.get("sub_type"))
             cols["initial_position"].append(rec.get("initial_position") or "Latest")
-            for name, default, _ in _CONSUMER_DEFAULTS:
+            for name, default, _ in CONSUMER_COLUMNS:
                 value = rec.get(name)
                 cols[name].append(default if value is None else value)
             for mid in rec.get("message_ids") or ():
@@ -189,13 +189,14 @@ class EventBatch:
             msg_batch_size=np.asarray(mbs, dtype=np.int32),
             ackset_offsets=np.asarray(aoff, dtype=np.int64),
             ackset_words=np.asarray(words, dtype=np.int64),
-            **{name: np.asarray(cols[name], dtype=dtype).reshape(n) for name, _, dtype in _CONSUMER_DEFAULTS},
+            **{name: np.asarray(cols[name], dtype=dtype).reshape(n) for name, _, dtype in CONSUMER_COLUMNS},
             sends=SendColumns.from_records(records),
         )
 
 
-# (column, contract default, dtype) of the consumer columns
-_CONSUMER_DEFAULTS: tuple[tuple[str, Any, Any], ...] = (
+# (column, contract default, dtype) of the consumer columns: what fills an absent value, in
+# records (``EventBatch.from_records``) and in Arrow columns (``udfs.apply.events_to_batch``)
+CONSUMER_COLUMNS: tuple[tuple[str, Any, Any], ...] = (
     ("consumer_id", -1, np.int64),
     ("consumer_name", None, object),
     ("priority_level", EVENT_DEFAULTS["priority_level"], np.int32),

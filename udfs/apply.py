@@ -30,7 +30,7 @@ from engine import (
     collector,
 )
 from engine.ackset import mask_to_words, unacked_count
-from engine.events import ACK_TYPE_CODE, EVENT_DEFAULTS, EVENT_TYPES
+from engine.events import ACK_TYPE_CODE, CONSUMER_COLUMNS, EVENT_TYPES
 from engine.position import (
     Position,
     packed_keys,
@@ -70,12 +70,6 @@ def _ints(array: pa.Array, fill: int, dtype: Any) -> np.ndarray:
     return np.asarray(array.fill_null(fill).to_numpy(zero_copy_only=False), dtype=dtype)
 
 
-def _default(field: str) -> int:
-    """The contract's default of an integer event field (validation fills it in already; a
-    batch built without validation, by a test or a tool, gets the same)."""
-    return int(EVENT_DEFAULTS[field])  # type: ignore[call-overload]
-
-
 def events_to_batch(events: pa.Table) -> EventBatch:
     """Columnar conversion: message ids and their ack_set words are flattened, not looped."""
     n = events.num_rows
@@ -106,17 +100,14 @@ def events_to_batch(events: pa.Table) -> EventBatch:
         ackset_offsets=np.concatenate(([0], np.cumsum(set_counts))).astype(np.int64),
         ackset_words=_ints(sets.flatten(), 0, np.int64),
         row=_ints(_col(events, "_row"), -1, np.int64),
-        consumer_id=_ints(_col(events, "consumer_id"), -1, np.int64),
-        consumer_name=_col(events, "consumer_name").to_numpy(zero_copy_only=False).reshape(n),
-        priority_level=_ints(_col(events, "priority_level"), _default("priority_level"), np.int32),
-        ack_timeout_ms=_ints(_col(events, "ack_timeout_ms"), _default("ack_timeout_ms"), np.int64),
-        negative_ack_delay_ms=_ints(
-            _col(events, "negative_ack_delay_ms"), _default("negative_ack_delay_ms"), np.int64
-        ),
-        max_redeliver_count=_ints(
-            _col(events, "max_redeliver_count"), _default("max_redeliver_count"), np.int32
-        ),
-        key=_col(events, "key").to_numpy(zero_copy_only=False).reshape(n),
+        # the contract's defaults (validation fills them in already; a batch built without it,
+        # by a test or a tool, gets the same), as the record path fills them
+        **{
+            name: _col(events, name).to_numpy(zero_copy_only=False).reshape(n)
+            if dtype is object
+            else _ints(_col(events, name), default, dtype)
+            for name, default, dtype in CONSUMER_COLUMNS
+        },
         sends=send_columns(events),
     )
 
@@ -230,7 +221,8 @@ class OutputRows:
 
 _SMALL = 1024
 """Rows up to which a repeated value or a null gap is cheaper as Python list items than as an
-Arrow array of its own (``_merge_small``, ``_fixed_width``)."""
+Arrow array of its own (``_merge_small``), and up to which ``_fixed_width`` checks a list's
+items one by one in Python (``_exact``) rather than leave a long list to ``pa.array``."""
 
 
 def _merge_small(chunks: list[Any]) -> list[Any]:
