@@ -226,13 +226,9 @@ def redeliver_all(run: Run) -> None:
     an ack.
 
     The client holds acks for up to 100 ms (its ack grouping) and sends a redeliver-all at once,
-    so left alone the ack could reach the broker while the redeliver-all's replay was being
-    written: the broker adds the replayed entry to the consumer's pending acks on the dispatcher
-    thread and the ack removes it, but the plugin's DISPATCH comes from the write, which the
-    connection's event loop runs after the ack; ackstate then held the entry pending (unacked 6
-    where the broker had 5; seen once, in a whole-suite run, through the Kafka sink). The
-    scenario waits for the ack to land first; that race is a known gap of the plugin, not what
-    this scenario judges.
+    so left alone the ack races the replay of the entry it acks (``acks_racing_replays``, which
+    the plugin handles but for a rare interleaving). The scenario waits for the ack to land
+    first: the redelivery is what it judges.
     """
     topic = run.topic("redeliver")
     shared = run.subscribe(topic, "shared", pulsar.ConsumerType.Shared, "rd-s")
@@ -243,6 +239,34 @@ def redeliver_all(run: Run) -> None:
         consumer.acknowledge(msgs[0])
         wait_for_backlog(run, topic, sub, 5)
         consumer.redeliver_unacknowledged_messages()
+
+
+def acks_racing_replays(run: Run) -> None:
+    """Held acks racing the replays of a redeliver-all, on Shared.
+
+    Each subscription's consumer receives every message, acks half of them (the first half, or
+    every other one, which keeps the mark-delete position back) and at once asks for a
+    redeliver-all. The client holds acks for up to 100 ms and sends the redeliver-all at
+    once, so the broker replays entries whose ack is on its way, and the ack can arrive after
+    the dispatcher added a replay to the pending acks but before the connection's event loop
+    wrote it (the plugin's DISPATCH comes from that write). The broker then removed the replay
+    from the pending acks with its unacked count; ackstate must end with the same count. Nothing
+    is redelivered afterwards, so a wrong count stays to be judged.
+
+    Played by ``tests/pulsar/stress.py``, not by the judge: the plugin reads these races from
+    outside the broker's threads and still loses a rare one (``ReplaysInFlight``), so one play
+    cannot promise the judge's exact answer.
+    """
+    topic = run.topic("ack-race")
+    consumers = [run.subscribe(topic, f"sub-{i}", pulsar.ConsumerType.Shared, f"ar-{i}") for i in range(12)]
+    produce(run, topic, 1000)
+    got = [receive(consumer, 1000) for consumer in consumers]
+    rng = random.Random(5)
+    for i, (consumer, msgs) in enumerate(zip(consumers, got, strict=True)):
+        for m in msgs[:500] if i % 2 == 0 else msgs[1::2]:
+            consumer.acknowledge(m)
+        consumer.redeliver_unacknowledged_messages()
+        time.sleep(rng.uniform(0.0, 0.1))
 
 
 def wait_for_backlog(run: Run, topic: str, sub: str, backlog: int, timeout_s: float = 30) -> None:

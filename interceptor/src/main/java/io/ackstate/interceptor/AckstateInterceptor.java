@@ -36,9 +36,10 @@ import org.slf4j.LoggerFactory;
  * <p>Hook to event: {@code consumerCreated} SUBSCRIBE; {@code consumerClosed} and topic unload or
  * delete CLOSE_CONSUMER; {@code onMessagePublish} SEND; {@code messageProduced} PUBLISH;
  * {@code messageDispatched} DISPATCH; {@code messageAcked} ACK (after the broker applied it); an
- * inbound {@code CommandRedeliverUnacknowledgedMessages} REDELIVER. A client-side negative ack
- * or ack timeout is not visible to a broker: its consequence, the client's redeliver request,
- * is what arrives. No hook may throw or block: each captures its {@link Event} (primitives and
+ * inbound {@code CommandRedeliverUnacknowledgedMessages} REDELIVER. {@code beforeSendMessage}
+ * and an inbound {@code CommandAck} emit nothing: they note the replays whose write an ack can
+ * overtake ({@link ReplaysInFlight}). A client-side negative ack or ack timeout is not visible
+ * to a broker: its consequence, the client's redeliver request, is what arrives. No hook may throw or block: each captures its {@link Event} (primitives and
  * references, no text) and offers it to the bounded {@link EventQueue}, whose writer thread
  * makes the JSON line.
  */
@@ -174,8 +175,10 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                 Subscription sub = consumer.getSubscription();
                 long id = consumerIds.next(System.currentTimeMillis());
                 // the partition's log (and floor) exists before any event of the consumer is emitted
-                tracked = new TrackedConsumer(consumer, id, sub.getTopicName(), log(sub.getTopic()),
-                        EventJson.consumerFields(sub.getName(), id));
+                PartitionLog log = log(sub.getTopic());
+                tracked = new TrackedConsumer(consumer, id, sub.getTopicName(), log,
+                        EventJson.consumerFields(sub.getName(), id),
+                        log.persistent && consumer.getPendingAcks() != null ? log.replays(sub.getName()) : null);
                 consumers.put(consumer, tracked);
                 String initial = initialPositions.remove(new Pending(cnx, consumer.consumerId()));
                 PartitionLog partition = tracked.partition();
@@ -266,9 +269,24 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                 }
             } else if (command.getType() == BaseCommand.Type.REDELIVER_UNACKNOWLEDGED_MESSAGES) {
                 redeliver(cnx, command.getRedeliverUnacknowledgedMessages());
+            } else if (command.getType() == BaseCommand.Type.ACK) {
+                ackArriving(cnx, command.getAck());
             }
         } catch (Throwable t) {
             failed("onPulsarCommand", t);
+        }
+    }
+
+    /** Before the broker applies an ack: its replays in flight, as the pending acks hold them now. */
+    private void ackArriving(ServerCnx cnx, CommandAck ack) {
+        CompletableFuture<Consumer> future = cnx.getConsumers().get(ack.getConsumerId());
+        if (future == null || !future.isDone() || future.isCompletedExceptionally()) {
+            return;
+        }
+        Consumer consumer = future.join();
+        TrackedConsumer tracked = announced.get(consumer);
+        if (tracked != null && tracked.consumer() == consumer && tracked.replays() != null) {
+            tracked.replays().ackArriving(ack);
         }
     }
 
@@ -351,6 +369,23 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     }
 
     // ---- dispatch and acks -------------------------------------------------------------------
+    /** On the dispatcher's thread, before the pending acks get the entry: notes a replay. */
+    @Override
+    public void beforeSendMessage(Subscription subscription, org.apache.bookkeeper.mledger.Entry entry, long[] ackSet,
+                                  MessageMetadata metadata, Consumer consumer) {
+        try {
+            if (consumer == null || consumer.getPendingAcks() == null) {
+                return;
+            }
+            TrackedConsumer tracked = announced.get(consumer);
+            if (tracked != null && tracked.consumer() == consumer && tracked.replays() != null) {
+                tracked.replays().sending(consumer, entry.getLedgerId(), entry.getEntryId());
+            }
+        } catch (Throwable t) {
+            failed("beforeSendMessage", t);
+        }
+    }
+
     @Override
     public void messageDispatched(ServerCnx cnx, Consumer consumer, long ledgerId, long entryId, ByteBuf payload) {
         try {
@@ -359,6 +394,7 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                 return; // written after its consumer closed: the broker took the entry back then
             }
             PartitionLog partition = tracked.partition();
+            boolean ackedBeforeWrite = tracked.replays() != null && tracked.replays().written(ledgerId, entryId);
             EntryFields entry = EntryFields.read(payload);
             synchronized (partition) {
                 long now = System.currentTimeMillis(); // event_time, and seq from the same read
@@ -369,7 +405,10 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                 }
                 offer(new Event.Dispatch(partition, now, partition.clock.next(now), tracked,
                         ledgerId, entryId, entry == null ? -1 : entry.batchSize(), entry == null ? null : entry.key()));
-                if (takenBack) {
+                if (ackedBeforeWrite) { // the broker's order: dispatch (the add), then the ack
+                    offer(new Event.Ack(partition, now, partition.clock.next(now), tracked,
+                            ackOf(consumer.consumerId(), ledgerId, entryId)));
+                } else if (takenBack) {
                     offer(new Event.Redeliver(partition, now, partition.clock.next(now), tracked,
                             redeliveryOf(consumer.consumerId(), ledgerId, entryId)));
                 }
@@ -397,6 +436,13 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     static boolean takenBack(Consumer consumer, long ledgerId, long entryId) {
         PendingAcksMap pending = consumer.getPendingAcks();
         return pending != null && !pending.contains(ledgerId, entryId);
+    }
+
+    /** An individual ack of one whole entry, as the consumer's client would send it. */
+    static CommandAck ackOf(long consumerId, long ledgerId, long entryId) {
+        CommandAck command = new CommandAck().setConsumerId(consumerId).setAckType(CommandAck.AckType.Individual);
+        command.addMessageId().setLedgerId(ledgerId).setEntryId(entryId);
+        return command;
     }
 
     /** A redeliver request for one entry, as the consumer's client would send it. */
@@ -433,6 +479,9 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             synchronized (partition) {
                 long now = System.currentTimeMillis(); // event_time, and seq from the same read
                 offer(new Event.Ack(partition, now, partition.clock.next(now), tracked, ack));
+            }
+            if (tracked.replays() != null) {
+                tracked.replays().acked(ack);
             }
         } catch (Throwable t) {
             failed("messageAcked", t);

@@ -1,5 +1,7 @@
 package io.ackstate.interceptor;
 
+import java.util.HashMap;
+import java.util.Map;
 import org.apache.bookkeeper.mledger.Position;
 import org.apache.pulsar.broker.service.Topic;
 import org.apache.pulsar.broker.service.persistent.PersistentTopic;
@@ -26,6 +28,8 @@ final class PartitionLog {
      *  at or below it (a redelivery after a restart or a move) needs no PUBLISH. */
     private final long floorLedger;
     private final long floorEntry;
+    /** Per subscription name, for the Shared and Key_Shared consumers of a persistent topic. */
+    private final Map<String, ReplaysInFlight> replays = new HashMap<>();
 
     PartitionLog(Topic topic) {
         TopicName name = TopicName.get(topic.getName());
@@ -39,6 +43,11 @@ final class PartitionLog {
             floorLedger = Long.MIN_VALUE;
             floorEntry = -1;
         }
+    }
+
+    /** The subscription's replays in flight, made when the first of its consumers is announced. */
+    synchronized ReplaysInFlight replays(String subscription) {
+        return replays.computeIfAbsent(subscription, name -> new ReplaysInFlight());
     }
 
     /** Under this object's lock: true if a DISPATCH of (ledger, entry) must emit its PUBLISH first. */

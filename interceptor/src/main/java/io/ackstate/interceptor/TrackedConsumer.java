@@ -16,6 +16,8 @@ final class TrackedConsumer {
     private final String fullTopic;
     private final PartitionLog partition;
     private final byte[] consumerFields;
+    /** Its subscription's replays in flight, for a consumer with pending acks on a persistent topic; else null. */
+    private final ReplaysInFlight replays;
     /** Redeliver-alls whose marker task has not yet run on the consumer's connection's event
      *  loop; only that thread changes it (the REDELIVER hook and the marker) and reads it (the
      *  writes' DISPATCH hook). */
@@ -31,13 +33,16 @@ final class TrackedConsumer {
      * @param fullTopic the topic partition's full Pulsar name, to find its consumers on unload
      * @param consumerFields {@code "subscription":"...","consumer_id":n}, quoted and encoded once
      *                       ({@link EventJson#consumerFields})
+     * @param replays its subscription's replays in flight, or null
      */
-    TrackedConsumer(Consumer consumer, long id, String fullTopic, PartitionLog partition, byte[] consumerFields) {
+    TrackedConsumer(Consumer consumer, long id, String fullTopic, PartitionLog partition, byte[] consumerFields,
+                    ReplaysInFlight replays) {
         this.consumer = consumer;
         this.id = id;
         this.fullTopic = fullTopic;
         this.partition = partition;
         this.consumerFields = consumerFields;
+        this.replays = replays;
     }
 
     Consumer consumer() {
@@ -58,6 +63,10 @@ final class TrackedConsumer {
 
     byte[] consumerFields() {
         return consumerFields;
+    }
+
+    ReplaysInFlight replays() {
+        return replays;
     }
 
     void close(long nowMillis) {

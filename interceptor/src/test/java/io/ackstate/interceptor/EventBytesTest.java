@@ -85,7 +85,7 @@ class EventBytesTest {
         String subscription = text();
         long id = number();
         TrackedConsumer consumer = new TrackedConsumer(null, id, topics.get(partition), partition,
-                EventJson.consumerFields(subscription, id));
+                EventJson.consumerFields(subscription, id), null);
         subscriptions.put(consumer, subscription);
         return consumer;
     }
