@@ -40,6 +40,22 @@ class Ledgers:
             self._last.append(pos.entry_id)
         self._counts_before = None
 
+    def publish_run(self, ledger_ids: np.ndarray, entry_ids: np.ndarray) -> None:
+        """``publish`` of each position in order, at once: positions ascending, all after
+        ``last_position`` (a batch's accepted publishes). Each run of one ledger id leaves its
+        last entry as the ledger's last; a run in the last known ledger extends it."""
+        if ledger_ids.size == 0:
+            return
+        ends = [*np.flatnonzero(np.diff(ledger_ids)).tolist(), ledger_ids.size - 1]
+        ids = ledger_ids[ends].tolist()
+        lasts = entry_ids[ends].tolist()
+        if self._ids and self._ids[-1] == ids[0]:
+            self._last[-1] = max(self._last[-1], lasts[0])
+            ids, lasts = ids[1:], lasts[1:]
+        self._ids.extend(ids)
+        self._last.extend(lasts)
+        self._counts_before = None
+
     def trim_before(self, first_retained_ledger_id: int) -> list[tuple[int, int]]:
         """Delete the ledgers below ``first_retained_ledger_id``; return them as (id, last entry).
 

@@ -13,10 +13,14 @@ vectorises where it does not:
 4. SEND, SEND_FAILED and the accepted PUBLISH events pass through the producers
    (``engine.dedup``) in seq order among themselves: they do not interact with cursors.
 
-The rest (DISPATCH above all, and the short runs of acks between dispatches) is one Python step
-per event. Those steps read Python lists converted once per batch (``_EventColumns``) and each
-event's last published entry from one search per subscription (``_LacTimeline.positions``); the
-earliest client timer, checked before every event, is cached (``Subscription.next_due``).
+On an Exclusive or Failover subscription, the DISPATCH, NACK and REDELIVER commands that change
+nothing (``Subscription.inert_commands``) are dropped before the segments are cut, so the
+individual acks between them form long runs. The rest (a Shared subscription's DISPATCHes and
+acks above all) is one Python step per event. Those steps read Python lists converted once per
+batch (``_EventColumns``) and each event's last published entry from one search per subscription
+(``_LacTimeline.positions``); the earliest client timer, checked before every event, is cached
+(``Subscription.next_due``); the cursor side of their individual acks is staged and applied at
+once before anything reads the cursor (``Cursor.stage_ack``, ``Cursor.apply_staged``).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -307,8 +311,7 @@ class PartitionState:
                 result.rejects.append(
                     Reject(row, PublishOutOfOrder.reason, f"PUBLISH {pos} is not after {lac}")
                 )
-        for lid, eid in zip(ledger[ok].tolist(), entry[ok].tolist(), strict=True):
-            self.ledgers.publish(Position(lid, eid))
+        self.ledgers.publish_run(ledger[ok], entry[ok])
         result.published = int(ok.sum())
         return _LacTimeline(lac, idx[ok], ledger[ok], entry[ok])
 
@@ -326,26 +329,100 @@ class PartitionState:
     ) -> None:
         """The events of one subscription (``group``: batch indices, ascending), in order.
 
-        Runs of more than ``_SMALL_RUN`` individual acks go to ``_individual_ack_segment``;
-        every other event is applied one by one (``_ordered_segment``), the acks of a short run
-        too (between dispatches runs are short, and a segment of its own per run cost more than
-        the acks). What every event needs from the arrays (its last published entry, its clock)
-        is read for the whole group at once.
+        SUBSCRIBE and CLOSE_CONSUMER cut the group into epochs, in which the subscription's
+        type, connected consumers and active consumer stay as they are (``_epochs``). An
+        epoch's first event is applied before the rest is looked at; then, on an Exclusive or
+        Failover subscription, the DISPATCH, NACK and REDELIVER commands that change nothing
+        (``Subscription.inert_commands``) are dropped from it, so the individual acks between
+        them form runs, and ``_apply_events`` applies what is left.
         """
-        individual = (batch.type[group] == ACK) & (batch.ack_type[group] == ACK_INDIVIDUAL)
+        kinds = batch.type[group]
+        individual = (kinds == ACK) & (batch.ack_type[group] == ACK_INDIVIDUAL)
+        within: np.ndarray | None = None  # the DISPATCHes within their last entry, if needed
+        for lo, hi, filterable in _epochs(kinds, settings.implicit_consumers):
+            if not filterable:
+                keep = np.arange(lo, hi)
+                self._apply_events(
+                    name, group[keep], individual[keep], batch, cols, settings, lac_at, clock, result
+                )
+                continue
+            # the SUBSCRIBE or CLOSE_CONSUMER that opens the epoch (or its first event) first
+            first = group[lo : lo + 1]
+            self._ordered_segment(
+                name,
+                first.tolist(),
+                lac_at.positions(first),
+                clock[first].tolist(),
+                batch,
+                cols,
+                settings,
+                result,
+            )
+            keep = np.arange(lo + 1, hi)
+            sub = self.subscriptions.get(name)
+            cursor = self.cursors.get(name)
+            if sub is not None and cursor is not None:
+                members = group[lo + 1 : hi]
+                inert = sub.inert_commands(
+                    cursor, kinds[lo + 1 : hi], batch.consumer_id[members], batch.event_time[members]
+                )
+                if inert is not None:
+                    if within is None:
+                        within = self._dispatches_within_lac(group, kinds, batch, lac_at)
+                    # a DISPATCH beyond its last entry is refused: it stays
+                    drop = inert & (within[lo + 1 : hi] | (kinds[lo + 1 : hi] != DISPATCH))
+                    keep = keep[~drop]
+            self._apply_events(
+                name, group[keep], individual[keep], batch, cols, settings, lac_at, clock, result
+            )
+
+    @staticmethod
+    def _dispatches_within_lac(
+        group: np.ndarray, kinds: np.ndarray, batch: EventBatch, lac_at: _LacTimeline
+    ) -> np.ndarray:
+        """Which events of ``group`` are DISPATCHes of a position at or below the last published
+        entry of their time (the others are refused, or are no DISPATCH)."""
+        lac_l, lac_e = lac_at.arrays(group)
+        led, ent = batch.ledger_id[group], batch.entry_id[group]
+        return (kinds == DISPATCH) & ((led < lac_l) | ((led == lac_l) & (ent <= lac_e)))
+
+    def _apply_events(
+        self,
+        name: str,
+        members: np.ndarray,
+        individual: np.ndarray,
+        batch: EventBatch,
+        cols: _EventColumns,
+        settings: SubscriptionSettings,
+        lac_at: _LacTimeline,
+        clock: np.ndarray,
+        result: ApplyResult,
+    ) -> None:
+        """The events ``members`` (batch indices, ascending; ``individual``: which of them are
+        individual acks) in order.
+
+        Runs of more than ``_LONG_RUN`` individual acks go to ``_individual_ack_segment``;
+        every other event is applied one by one (``_ordered_segment``), the acks of a shorter
+        run too (the cursor side staged, which beats the array set-up there). What every event
+        needs from the arrays (its last published entry, its clock) is read for all at once,
+        and only for the events that remain after ``_apply_subscription`` dropped the inert
+        ones.
+        """
+        if members.size == 0:
+            return
         # runs of equal "is an individual ack"; the long ack runs are the segments cut out
         changes = np.flatnonzero(np.diff(individual.astype(np.int8))) + 1
         starts = np.concatenate(([0], changes))
-        ends = np.concatenate((changes, [group.size]))
-        long_run = individual[starts] & (ends - starts > _SMALL_RUN)
-        is_ack_run = np.zeros(group.size, dtype=bool)
+        ends = np.concatenate((changes, [members.size]))
+        long_run = individual[starts] & (ends - starts > _LONG_RUN)
+        is_ack_run = np.zeros(members.size, dtype=bool)
         is_ack_run[starts[long_run]] = True
         cuts = np.unique(np.concatenate((starts[long_run], ends[long_run])))
-        cuts = cuts[(cuts > 0) & (cuts < group.size)].tolist()
+        cuts = cuts[(cuts > 0) & (cuts < members.size)].tolist()
         is_ack_run = is_ack_run.tolist()
-        events = group.tolist()
-        lacs = lac_at.positions(group)
-        clocks = clock[group].tolist()
+        events = members.tolist()
+        lacs = lac_at.positions(members)
+        clocks = clock[members].tolist()
         for lo, hi in zip([0, *cuts], [*cuts, len(events)], strict=True):
             seg, seg_lacs, seg_clocks = events[lo:hi], lacs[lo:hi], clocks[lo:hi]
             if is_ack_run[lo]:
@@ -400,15 +477,35 @@ class PartitionState:
         direct paths once the subscription exists; everything else (and a DISPATCH before its
         SUBSCRIBE) goes through ``_ordered_event``, the only place that creates a cursor or a
         subscription, after which both are looked up again.
+
+        Two shortcuts keep the per-event work small, each exact:
+
+        * the cursor side of individual acks is staged (``Cursor.stage_ack``) and applied at
+          once (``Cursor.apply_staged``) before anything that reads the cursor: a timer, an
+          implicit attach, an ``_ordered_event``, an ack that cannot be staged, the segment's
+          end. Between those, DISPATCH and the consumer side of an ack read only the cursor's
+          type and, with batch-index acks on, its batch state, which staging requires off;
+        * a DISPATCH on an Exclusive or Failover subscription with no replay entry
+          (``Subscription.dispatch_is_inert``) from a connected consumer, at or below its last
+          published entry, changes nothing and is passed over without a call.
         """
         sub = self.subscriptions.get(name)
         cursor = self.cursors.get(name)
+        inert = sub is not None and cursor is not None and sub.dispatch_is_inert(cursor)
         implicit = settings.implicit_consumers
+        enabled = settings.acknowledgment_at_batch_index_level_enabled
         types, ack_types, consumer_ids = cols.type, cols.ack_type, cols.consumer_id
+        batch_sizes, event_times = cols.batch_size, cols.event_time
+        positions: list[Position] | None = None  # cols.positions, built at the first DISPATCH
+        staged = _StagedAcks(self.ledgers, enabled)
+        acked = False  # an individual ack was applied: the name joins result.changed at the end
         for i, lac, now in zip(events, lacs, clocks, strict=True):
             if implicit and (sub is None or consumer_ids[i] not in sub.consumers):
+                if cursor is not None:
+                    staged.flush(cursor)
                 self._attach_implicitly(name, i, cols, settings, result)
                 sub = self.subscriptions.get(name)
+                inert = sub is not None and cursor is not None and sub.dispatch_is_inert(cursor)
             kind = types[i]
             if kind == ACK and ack_types[i] == ACK_INDIVIDUAL:
                 if cursor is None:
@@ -417,24 +514,52 @@ class PartitionState:
                 if sub is not None:
                     due = sub.next_due()
                     if due is not None and due <= now:
+                        staged.flush(cursor)
                         sub.fire_timers(cursor, now, settings)
-                if self._ack_event(name, cursor, sub, i, lac, batch, cols, settings, result):
-                    result.changed.add(name)
+                if self._ack_event(name, cursor, sub, i, lac, batch, cols, settings, result, staged):
+                    acked = True
                 continue
             if sub is not None and cursor is not None:
                 due = sub.next_due()
                 if due is not None and due <= now:
+                    staged.flush(cursor)
                     sub.fire_timers(cursor, now, settings)
-                if kind == DISPATCH:
+                if kind == DISPATCH:  # _dispatch, written out (half of a typical stream)
+                    if positions is None:
+                        positions = cols.positions
+                    pos = positions[i]
+                    consumer_id = consumer_ids[i]
+                    if inert and pos <= lac and consumer_id in sub.consumers:
+                        continue
                     try:
-                        self._dispatch(sub, cursor, i, cols, lac, settings)
+                        if pos > lac:
+                            raise _dispatch_beyond(pos, lac)
+                        sticky = cols.sticky_key_hash(i) if cursor.sub_type == "Key_Shared" else 0
+                        sub.dispatch(
+                            cursor, consumer_id, pos, batch_sizes[i], sticky, event_times[i], settings
+                        )
                     except EngineRefusal as refusal:
                         result.rejects.append(Reject(cols.row[i], refusal.reason, str(refusal)))
                         result.changed.add(name)  # batch state may have been recorded before it
                     continue
+                if kind == ACK:  # not an individual one: cumulative, or only the consumer check
+                    staged.flush(cursor)
+                    try:
+                        self._ack_command(name, sub, cursor, i, batch, cols, lac, enabled, result)
+                    except EngineRefusal as refusal:
+                        result.rejects.append(Reject(cols.row[i], refusal.reason, str(refusal)))
+                        result.changed.add(name)  # batch state may have been recorded before it
+                    continue
+            if cursor is not None:
+                staged.flush(cursor)
             self._ordered_event(name, i, batch, cols, settings, lac, result)
             sub = self.subscriptions.get(name)
             cursor = self.cursors.get(name)
+            inert = sub is not None and cursor is not None and sub.dispatch_is_inert(cursor)
+        if cursor is not None:
+            staged.flush(cursor)
+        if acked:
+            result.changed.add(name)
 
     def _attach_implicitly(
         self, name: str, i: int, cols: _EventColumns, settings: SubscriptionSettings, result: ApplyResult
@@ -541,24 +666,42 @@ class PartitionState:
                 else:
                     sub.redeliver(cursor, consumer_id, positions or None, now, REDELIVER_REASON, settings)
                 return
-            sub.check_consumer(consumer_id, "ACK")
-            if cols.ack_type[i] != ACK_CUMULATIVE:
-                return
-            lo, hi = cols.msg_offsets[i], cols.msg_offsets[i + 1]
-            if cursor.sub_type in _INDIVIDUAL_ACK_MODES:
-                # Consumer.messageAcked: "Received cumulative ack on shared subscription, ignoring"
-                raise CumulativeAckNotAllowed(
-                    f"cumulative ack on {cursor.sub_type} subscription {name!r} ignored"
-                )
-            if hi - lo != 1:
-                # Consumer.messageAcked: a cumulative ack carries exactly one message id
-                raise CumulativeAckMultipleIds(f"cumulative ack with {hi - lo} message ids ignored")
-            cursor.ack_cumulative(self._message_id(batch, cols, lo, name), self.ledgers, lac, enabled)
-            result.changed.add(name)
+            self._ack_command(name, sub, cursor, i, batch, cols, lac, enabled, result)
         except EngineRefusal as refusal:
             result.rejects.append(Reject(cols.row[i], refusal.reason, str(refusal)))
             if name in self.cursors:
                 result.changed.add(name)  # batch state may have been recorded before the refusal
+
+    def _ack_command(
+        self,
+        name: str,
+        sub: Subscription,
+        cursor: Cursor,
+        i: int,
+        batch: EventBatch,
+        cols: _EventColumns,
+        lac: Position,
+        enabled: bool,
+        result: ApplyResult,
+    ) -> None:
+        """An ACK other than an individual one, on a subscription that exists: a cumulative ack
+        (``Consumer.messageAcked``, then ``Cursor.ack_cumulative``), else only the consumer
+        check. ``_ordered_segment`` calls it directly (a quarter of the acks of the generated
+        mix are cumulative), ``_ordered_event`` for the rest; refusals propagate."""
+        sub.check_consumer(cols.consumer_id[i], "ACK")
+        if cols.ack_type[i] != ACK_CUMULATIVE:
+            return
+        lo, hi = cols.msg_offsets[i], cols.msg_offsets[i + 1]
+        if cursor.sub_type in _INDIVIDUAL_ACK_MODES:
+            # Consumer.messageAcked: "Received cumulative ack on shared subscription, ignoring"
+            raise CumulativeAckNotAllowed(
+                f"cumulative ack on {cursor.sub_type} subscription {name!r} ignored"
+            )
+        if hi - lo != 1:
+            # Consumer.messageAcked: a cumulative ack carries exactly one message id
+            raise CumulativeAckMultipleIds(f"cumulative ack with {hi - lo} message ids ignored")
+        cursor.ack_cumulative(self._message_id(batch, cols, lo, name), self.ledgers, lac, enabled)
+        result.changed.add(name)
 
     def _dispatch(
         self,
@@ -571,7 +714,7 @@ class PartitionState:
     ) -> None:
         pos = cols.positions[i]
         if pos > lac:
-            raise DispatchBeyondLastPublished(f"DISPATCH of {pos}, beyond the last published entry {lac}")
+            raise _dispatch_beyond(pos, lac)
         # An acked entry can still be dispatched: a dispatcher sends what it read before the ack
         # landed (a real 4.0.7 broker, tests/pulsar: a consumer acks 24:0 and asks for
         # redelivery; the rewound read sends 24:0 again). Consumer.sendMessages then counts it
@@ -770,9 +913,11 @@ class PartitionState:
         cols: _EventColumns,
         settings: SubscriptionSettings,
         result: ApplyResult,
+        staged: _StagedAcks | None = None,
     ) -> bool:
         """One individual ACK event (after any implicit attach): the consumer side, then the
-        cursor. Returns whether it was applied (False: refused, its consumer is not connected)."""
+        cursor (staged in ``staged`` where it can be). Returns whether it was applied (False:
+        refused, its consumer is not connected)."""
         consumer_id = cols.consumer_id[i]
         if sub is None or consumer_id not in sub.consumers:
             result.rejects.append(
@@ -784,10 +929,14 @@ class PartitionState:
             )
             return False
         whole, sets = cols.whole_entry_ids, cols.ackset_offsets
-        mids = [
-            whole[m] if sets[m] == sets[m + 1] else self._message_id(batch, cols, m, name)
-            for m in range(cols.msg_offsets[i], cols.msg_offsets[i + 1])
-        ]
+        lo, hi = cols.msg_offsets[i], cols.msg_offsets[i + 1]
+        if hi - lo == 1 and sets[lo] == sets[hi]:
+            mids = [whole[lo]]  # most acks: one id, a whole entry
+        else:
+            mids = [
+                whole[m] if sets[m] == sets[m + 1] else self._message_id(batch, cols, m, name)
+                for m in range(lo, hi)
+            ]
         if cursor.sub_type in _INDIVIDUAL_ACK_MODES and sub.holds_anything():
             before: dict[Position, int] = {}  # one command: every id reads the state before it
             written: dict[Position, int] = {}
@@ -796,10 +945,15 @@ class PartitionState:
                     cursor, consumer_id, mid.position, mid.ack_set, mid.batch_size, before, settings, written
                 )
         try:
-            cursor.ack(mids, self.ledgers, lac, settings.acknowledgment_at_batch_index_level_enabled)
+            if staged is None or not staged.stage(cursor, mids, lac):
+                cursor.ack(mids, self.ledgers, lac, settings.acknowledgment_at_batch_index_level_enabled)
         except EngineRefusal as refusal:
             result.rejects.append(Reject(cols.row[i], refusal.reason, f"{refusal}; the call stopped there"))
         return True
+
+
+def _dispatch_beyond(pos: Position, lac: Position) -> DispatchBeyondLastPublished:
+    return DispatchBeyondLastPublished(f"DISPATCH of {pos}, beyond the last published entry {lac}")
 
 
 def _never_subscribed(row: int, name: str) -> Reject:
@@ -807,6 +961,72 @@ def _never_subscribed(row: int, name: str) -> Reject:
 
 
 _SMALL_RUN = 8  # individual-ack events below which a run is applied call by call
+
+
+# the events that change a subscription's type or its connected consumers
+_STRUCTURAL = (SUBSCRIBE, CLOSE_CONSUMER)
+_LONG_RUN = 64  # individual-ack events above which a run is applied as arrays
+_MIN_EPOCH = 64  # events an epoch needs for its inert commands to be looked for
+
+
+def _epochs(kinds: np.ndarray, implicit_consumers: bool) -> list[tuple[int, int, bool]]:
+    """A subscription's group cut at its SUBSCRIBE and CLOSE_CONSUMER events, as
+    ``(lo, hi, filterable)``: in a filterable epoch no event after the first changes the
+    subscription's type or consumers, so which DISPATCHes change nothing can be decided for all
+    of them once the first is applied. Epochs shorter than ``_MIN_EPOCH`` are joined into
+    unfilterable pieces (the look costs more than it saves), and so is everything under
+    ``implicit_consumers``, where any command can attach a consumer.
+    """
+    n = kinds.size
+    if implicit_consumers or n < _MIN_EPOCH:
+        return [(0, n, False)]
+    starts = [0, *(k for k in np.flatnonzero(np.isin(kinds, _STRUCTURAL)).tolist() if k > 0)]
+    ends = [*starts[1:], n]
+    out: list[tuple[int, int, bool]] = []
+    for lo, hi in zip(starts, ends, strict=True):
+        if hi - lo >= _MIN_EPOCH:
+            out.append((lo, hi, True))
+        elif out and not out[-1][2]:
+            out[-1] = (out[-1][0], hi, False)
+        else:
+            out.append((lo, hi, False))
+    return out
+
+
+class _StagedAcks:
+    """The individual acks of one ``_ordered_segment`` whose cursor side waits
+    (``Cursor.stage_ack``): the whole-entry positions, and the last staged call's last published
+    entry. ``flush`` applies them before anything reads the cursor."""
+
+    __slots__ = ("enabled", "lac", "last_entries", "ledgers", "positions")
+
+    def __init__(self, ledgers: Ledgers, acknowledgment_at_batch_index_level_enabled: bool) -> None:
+        self.ledgers = ledgers
+        # each ledger's last entry id: the ledgers do not change while a subscription applies
+        # (publishes apply first), and a dictionary answers "does it exist" quicker than a search
+        self.last_entries: dict[int, int] = dict(ledgers)
+        self.enabled = acknowledgment_at_batch_index_level_enabled
+        self.positions: list[Position] = []
+        self.lac: Position | None = None  # None: no call staged since the last flush
+
+    def stage(self, cursor: Cursor, message_ids: list[MessageId], lac: Position) -> bool:
+        """Stage one ack call; False when it cannot be (``Cursor.can_stage_acks``,
+        ``Cursor.stage_ack``): then what was staged is applied, and the caller applies the call.
+        A refused call (``stage_ack`` raises) counts as staged, as ``ack`` auto-advances then."""
+        # staged acks change neither what ``can_stage_acks`` reads nor its answer
+        if self.lac is not None or cursor.can_stage_acks(self.enabled, self.ledgers):
+            previous, self.lac = self.lac, lac
+            if cursor.stage_ack(message_ids, self.last_entries, lac, self.positions):
+                return True
+            self.lac = previous
+        self.flush(cursor)
+        return False
+
+    def flush(self, cursor: Cursor) -> None:
+        if self.lac is not None:
+            cursor.apply_staged(self.positions, self.ledgers, self.lac)
+            self.positions = []
+            self.lac = None
 
 
 class _LacTimeline:
@@ -827,10 +1047,9 @@ class _LacTimeline:
         """The last published entry as of each given event index, as Positions (one search for
         all of them; the per-event paths then index a list)."""
         if self._positions is None:
-            accepted = zip(self._ledger.tolist(), self._entry.tolist(), strict=True)
-            self._positions = [self._before, *(Position(lid, eid) for lid, eid in accepted)]
+            self._positions = [self._before, *positions_of(self._ledger.tolist(), self._entry.tolist())]
         # the number of accepted publishes before event i is the index into _positions
-        return [self._positions[j] for j in np.searchsorted(self._idx, events).tolist()]
+        return list(map(self._positions.__getitem__, np.searchsorted(self._idx, events).tolist()))
 
     def arrays(self, events: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(ledger, entry) of the last published entry as of each given event index."""
@@ -841,6 +1060,18 @@ class _LacTimeline:
         return ledger.astype(np.int64), entry.astype(np.int64)
 
 
+class _IntsAt:
+    """``array[i]`` as a Python int: a column read for a few events of a batch."""
+
+    __slots__ = ("_array",)
+
+    def __init__(self, array: np.ndarray) -> None:
+        self._array = array
+
+    def __getitem__(self, i: int) -> int:
+        return int(self._array[i])
+
+
 class _EventColumns:
     """The fields the per-event paths read, as Python lists, converted once per batch.
 
@@ -849,10 +1080,7 @@ class _EventColumns:
     """
 
     __slots__ = (
-        "_msg_positions",
-        "_positions",
         "_sticky",
-        "_whole_entry_ids",
         "ack_type",
         "ackset_offsets",
         "batch_size",
@@ -865,16 +1093,24 @@ class _EventColumns:
         "msg_entry",
         "msg_ledger",
         "msg_offsets",
+        "msg_positions",
+        "positions",
         "row",
         "seq",
         "type",
+        "whole_entry_ids",
     )
+    positions: list[Position]
+    msg_positions: list[Position]
+    whole_entry_ids: list[MessageId]
 
     def __init__(self, batch: EventBatch) -> None:
         self.type: list[int] = batch.type.tolist()
         self.ack_type: list[int] = batch.ack_type.tolist()
-        self.seq: list[int] = batch.seq.tolist()
-        self.row: list[int] = batch.row.tolist()
+        # read only by SUBSCRIBE, CLOSE_CONSUMER, an implicit attach and refusals: read one at a
+        # time from the arrays rather than made into a list of large ints every batch
+        self.seq = _IntsAt(batch.seq)
+        self.row = _IntsAt(batch.row)
         self.event_time: list[int] = batch.event_time.tolist()
         self.consumer_id: list[int] = batch.consumer_id.tolist()
         self.ledger_id: list[int] = batch.ledger_id.tolist()
@@ -887,39 +1123,37 @@ class _EventColumns:
         self.msg_batch_size: list[int] = batch.msg_batch_size.tolist()
         self.ackset_offsets: list[int] = batch.ackset_offsets.tolist()
         self._sticky: dict[str | None, int] = {}
-        self._positions: list[Position] | None = None
-        self._msg_positions: list[Position] | None = None
-        self._whole_entry_ids: list[MessageId] | None = None
+        # positions, msg_positions and whole_entry_ids: built at first read (__getattr__)
 
-    @property
-    def positions(self) -> list[Position]:
-        """Each event's (ledger_id, entry_id) as a Position (what a DISPATCH names), built once:
-        one constructor call per DISPATCH was a tenth of the mix's time."""
-        if self._positions is None:
-            self._positions = positions_of(self.ledger_id, self.entry_id)
-        return self._positions
+    def __getattr__(self, name: str) -> list[Any]:
+        """Build a per-batch list at its first read (Python calls this only while the slot is
+        unset; afterwards it is a plain attribute, where a property cost a call per read):
 
-    @property
-    def msg_positions(self) -> list[Position]:
-        """Each message id's position (ACK, NACK, REDELIVER), built once per batch."""
-        if self._msg_positions is None:
-            self._msg_positions = positions_of(self.msg_ledger, self.msg_entry)
-        return self._msg_positions
-
-    @property
-    def whole_entry_ids(self) -> list[MessageId]:
-        """Each message id as ``MessageId(position)``: what it is when it carries no ack set
-        (the whole entry; ``PartitionState._message_id`` reads the others from the batch)."""
-        if self._whole_entry_ids is None:
+        * ``positions``: each event's (ledger_id, entry_id) as a Position, what a DISPATCH names
+          (one constructor call per DISPATCH was a tenth of the mix's time);
+        * ``msg_positions``: each message id's position (ACK, NACK, REDELIVER);
+        * ``whole_entry_ids``: each message id as ``MessageId(position)``, what it is when it
+          carries no ack set (``PartitionState._message_id`` reads the others from the batch).
+          The array path of a long ack run reads the columns, so a batch of such runs never
+          builds these.
+        """
+        if name == "positions":
+            value: list[Any] = positions_of(self.ledger_id, self.entry_id)
+        elif name == "msg_positions":
+            value = positions_of(self.msg_ledger, self.msg_entry)
+        elif name == "whole_entry_ids":
             n = len(self.msg_ledger)
-            self._whole_entry_ids = list(
+            value = list(
                 map(
                     tuple.__new__,
                     repeat(MessageId),
                     zip(self.msg_positions, repeat(None, n), repeat(1, n), strict=True),
                 )
             )
-        return self._whole_entry_ids
+        else:
+            raise AttributeError(name)
+        setattr(self, name, value)
+        return value
 
     def sticky_key_hash(self, i: int) -> int:
         """``sticky_key_hash`` of event i's key. Murmur3 in Python costs microseconds and a

@@ -152,6 +152,16 @@ class AckRangeSet:
                 total += bm.range_cardinality(0, last + 1)
         return total
 
+    def all_exist(self, ledgers: Ledgers) -> bool:
+        """Whether every acked entry exists in ``ledgers`` (an ack may name a position below the
+        last entry that was never published: past the end of an earlier ledger, or in a ledger
+        with no entry). One lookup per ledger: entries exist from 0 to the ledger's last."""
+        for ledger_id, bm in self._bitmaps.items():
+            last = ledgers.last_entry(ledger_id)
+            if last is None or (bm and bm.max() > last):
+                return False
+        return True
+
     def size(self) -> int:
         """RangeSet.size(): the number of runs (`nonContiguousDeletedMessagesRanges`)."""
         total = 0

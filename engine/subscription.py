@@ -42,7 +42,10 @@ from engine.errors import (
     SubscriptionTypeMismatch,
     UnknownConsumer,
 )
+from engine.events import DISPATCH as DISPATCH_EVENT
 from engine.events import EVENT_DEFAULTS
+from engine.events import NACK as NACK_EVENT
+from engine.events import REDELIVER as REDELIVER_EVENT
 from engine.position import Position, packed_keys, position_columns, positions_of, sorted_after
 
 SHARED_MODES = ("Shared", "Key_Shared")
@@ -449,6 +452,53 @@ class Subscription:
             self.changes.consumers.add(consumer.consumer_id)
 
     # ---- DISPATCH ---------------------------------------------------------------------------
+    def inert_commands(
+        self, cursor: Cursor, kinds: np.ndarray, consumer_ids: np.ndarray, event_times: np.ndarray
+    ) -> np.ndarray | None:
+        """Which of these commands (event type codes, consumer ids, event times) change nothing
+        here, applied in order while the type, the consumers and the active consumer stay as
+        they are (no SUBSCRIBE, CLOSE_CONSUMER or implicit attach among them); None when this
+        subscription is not one where any is (``dispatch_is_inert`` is false, or a client
+        timer is scheduled, which would fire before the next event).
+
+        On an Exclusive or Failover subscription with no replay entry and no timer, from a
+        connected consumer:
+
+        * a DISPATCH (``dispatch``), if its position is within its last published entry, which
+          the caller checks;
+        * a NACK: the client redelivers everything instead (``nack`` stops after the consumer
+          check);
+        * a REDELIVER from the active consumer at or after a failover switch took effect
+          (``redeliver``: a rewind, nothing kept).
+
+        None of them, nor an ACK, adds a replay entry or a timer to such a subscription, so the
+        answer holds for every command in the list.
+        """
+        if not self.dispatch_is_inert(cursor) or self.next_due() is not None:
+            return None
+        connected = np.isin(
+            consumer_ids, np.fromiter(self.consumers, dtype=np.int64, count=len(self.consumers))
+        )
+        inert = (kinds == DISPATCH_EVENT) | (kinds == NACK_EVENT)
+        if self.active is not None:
+            inert |= (
+                (kinds == REDELIVER_EVENT)
+                & (consumer_ids == self.active)
+                & (event_times >= self.switch_until)
+            )
+        return connected & inert
+
+    def dispatch_is_inert(self, cursor: Cursor) -> bool:
+        """Whether ``dispatch`` from a connected consumer changes nothing here: an Exclusive or
+        Failover subscription (``Consumer.sendMessages`` keeps pending acks and unacked counts
+        only for Shared and Key_Shared) with no replay entry a dispatch could deliver.
+
+        It stays true until the subscription's type or replay set changes: only SUBSCRIBE,
+        CLOSE_CONSUMER, NACK, REDELIVER and an implicit attach can do that, never a DISPATCH, an
+        ACK or a timer of such a subscription (the partition asks again after each of those).
+        """
+        return cursor.sub_type not in SHARED_MODES and not self._redeliveries and not self._bulk
+
     def dispatch(
         self,
         cursor: Cursor,
@@ -468,7 +518,7 @@ class Subscription:
             raise UnknownConsumer(f"DISPATCH from consumer {consumer_id}, which is not connected")
         if self._bulk:
             self._materialize()
-        replayed = self._redeliveries.get(pos)
+        replayed = self._redeliveries.get(pos) if self._redeliveries else None
         if replayed is not None and not replayed.scheduled:
             replayed.delivered_at = now
             self.changes.redeliveries[pos] = replayed
@@ -493,7 +543,8 @@ class Subscription:
         elif already.ack_timeout_at >= 0:
             self._timer_removed(already.ack_timeout_at)
         timeout_at = now + consumer.ack_timeout_ms if consumer.ack_timeout_ms > 0 else -1
-        pending[pos] = PendingAck(batch_size, sticky_key_hash, now, self._tracker.get(pos, 0), timeout_at)
+        count = self._tracker.get(pos, 0) if self._tracker else 0
+        pending[pos] = PendingAck(batch_size, sticky_key_hash, now, count, timeout_at)
         if timeout_at >= 0:
             self._timer_added(timeout_at)
         self.holder[pos] = consumer_id
@@ -536,28 +587,34 @@ class Subscription:
             return
         if self._bulk:
             self._materialize()
-        consumer = self.consumers[consumer_id]
-        owner_id = consumer_id if pos in consumer.pending else self.holder.get(pos)
-        owner = self.consumers.get(owner_id) if owner_id is not None else None
-        held = owner is not None and pos in owner.pending
-        mask = shadow.get(pos)
-        if mask is None:
-            partial = cursor.batch_acks.get(pos)
-            mask = partial.unacked if partial is not None else None
+        # the pending ack it removes: its own, else the holder's (``pending`` None: not held)
+        owner = self.consumers[consumer_id]
+        pending = owner.pending.get(pos)
+        if pending is None:
+            owner_id = self.holder.get(pos)
+            owner = self.consumers.get(owner_id) if owner_id is not None else None
+            pending = owner.pending.get(pos) if owner is not None else None
+        enabled = settings.acknowledgment_at_batch_index_level_enabled
+        mask = None  # the unacked-index mask before this id; only batch-index acks read it
+        if enabled:
+            mask = shadow.get(pos)
+            if mask is None:
+                partial = cursor.batch_acks.get(pos)
+                mask = partial.unacked if partial is not None else None
         if ack_set is None:
-            if held:
-                acked = owner.pending[pos].batch_size
-                if settings.acknowledgment_at_batch_index_level_enabled and mask is not None:
+            if owner is not None and pending is not None:
+                acked = pending.batch_size
+                if enabled and mask is not None:
                     acked = unacked_count(mask)
                 self._remove_pending(owner, pos, settings.max_unacked_messages_per_consumer)
-                owner.unacked_messages -= acked
-                self.changes.consumers.add(owner.consumer_id)
+                owner.unacked_messages -= acked  # _remove_pending recorded the consumer changed
             out[pos] = 0
             if pos in self._redeliveries:
                 self._set_redelivery(pos, None)
-            self._drop_nacks_at(pos)
-        elif settings.acknowledgment_at_batch_index_level_enabled:
-            if held:
+            if self.nacks:
+                self._drop_nacks_at(pos)
+        elif enabled:
+            if owner is not None and pending is not None:
                 if mask is not None:
                     acked = unacked_count(mask) - unacked_count(mask & ack_set)
                 else:
@@ -827,12 +884,18 @@ class Subscription:
         removed = consumer.pending.pop(pos)
         if removed.ack_timeout_at >= 0:
             self._timer_removed(removed.ack_timeout_at)
-        if self.holder.get(pos) == consumer.consumer_id:
+        cid = consumer.consumer_id
+        if self.holder.get(pos) == cid:
             del self.holder[pos]
         if (consumer.blocked and consumer.unacked_messages <= limit // 2) or limit <= 0:
             consumer.blocked = False
-        self.changes.pending_changed(consumer.consumer_id, pos)
-        self.changes.consumers.add(consumer.consumer_id)
+        # Changes.pending_changed, written out: every ack of a held entry comes here
+        changes = self.changes
+        changed = changes.pending.get(cid)
+        if changed is None:
+            changed = changes.pending[cid] = set()
+        changed.add(pos)
+        changes.consumers.add(cid)
 
     def _set_redelivery(self, pos: Position, row: Redelivery | None) -> None:
         if row is None:

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import EARLIEST, CorruptState, Ledgers, Position
@@ -66,3 +67,35 @@ def test_every_truncation_of_an_encoding_is_corrupt_state():
     for cut in range(1, len(data)):
         with pytest.raises(CorruptState):
             Ledgers.decode(data[:cut])
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), max_size=30),
+    st.lists(st.tuples(st.integers(0, 3), st.integers(1, 3)), max_size=30),
+)
+def test_publish_run_is_publish_of_each_position(before, after):
+    """``publish_run`` (a batch's accepted publishes at once) leaves what ``publish`` per
+    position leaves; the positions ascend from the last one, so the run may extend its ledger."""
+
+    def ascending(steps: list[tuple[int, int]], start: Position) -> list[Position]:
+        out, (ledger, entry) = [], start
+        for new_ledger, step in steps:
+            ledger, entry = (ledger, entry + step) if new_ledger == 0 else (ledger + new_ledger, step - 1)
+            out.append(Position(ledger, entry))
+        return out
+
+    first = ascending(before, Position(10, -1))
+    one_by_one, at_once = Ledgers(), Ledgers()
+    for pos in first:
+        one_by_one.publish(pos)
+        at_once.publish(pos)
+    more = ascending(after, first[-1] if first else Position(10, -1))
+    for pos in more:
+        one_by_one.publish(pos)
+    at_once.publish_run(
+        np.asarray([p.ledger_id for p in more], dtype=np.int64),
+        np.asarray([p.entry_id for p in more], dtype=np.int64),
+    )
+    assert at_once == one_by_one
+    assert at_once.total_entries == one_by_one.total_entries

@@ -1,0 +1,294 @@
+"""The shortcuts of the per-event path leave what the plain calls leave.
+
+``PartitionState`` stages the cursor side of individual acks (``Cursor.stage_ack``, applied at
+once by ``Cursor.apply_staged``) and passes over the DISPATCHes that change nothing
+(``Subscription.dispatch_is_inert``). Both are exact claims, so switching them off (the plain
+``Cursor.ack`` per call, ``Subscription.dispatch`` per DISPATCH) must give byte-identical state,
+the same changed subscriptions and the same rejects in the same order, on the generated mix and
+on random streams that mix every subscription type, refusals, timers and batch-index acks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from unittest import mock
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from engine import Cursor, EngineSettings, EventBatch, MessageId, PartitionState, Position
+from engine.errors import EngineRefusal
+from engine.subscription import Subscription
+from jobs.bench.generate import generate_records
+from tests.engine.conftest import make_ledgers
+
+P = Position
+TOPIC = "persistent://t/ns/fast"
+ENTRIES = 10
+CONSUMERS = (1, 2, 3)
+
+
+@contextmanager
+def plain_calls() -> Iterator[None]:
+    """Every ack call through ``Cursor.ack``, every DISPATCH through ``Subscription.dispatch``."""
+    with (
+        mock.patch.object(Cursor, "can_stage_acks", lambda self, enabled, ledgers: False),
+        mock.patch.object(Subscription, "dispatch_is_inert", lambda self, cursor: False),
+    ):
+        yield
+
+
+def outcome(batches: list[EventBatch], cfg: EngineSettings) -> tuple[Any, ...]:
+    """Everything a run leaves: per batch the rejects and changed names, then the state."""
+    state = PartitionState(TOPIC, -1)
+    seen = []
+    for batch in batches:
+        result = state.apply(batch, cfg)
+        seen.append((result.rejects, sorted(result.changed), result.applied))
+        for sub in state.subscriptions.values():
+            seen.append(repr(sub.changes))
+    cursors = {name: cursor.encode() for name, cursor in state.cursors.items()}
+    subs = {name: sub.encode() for name, sub in state.subscriptions.items()}
+    return seen, cursors, subs
+
+
+def both_ways(batches: list[EventBatch], cfg: EngineSettings) -> None:
+    fast = outcome(batches, cfg)
+    with plain_calls():
+        plain = outcome(batches, cfg)
+    assert fast == plain
+
+
+# ---- the generated mix --------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        EngineSettings(),
+        EngineSettings(acknowledgment_at_batch_index_level_enabled=True),
+        EngineSettings(implicit_consumers=True),
+    ],
+    ids=["default", "batch-index", "implicit"],
+)
+def test_generated_mix_gives_the_same_as_plain_calls(cfg):
+    records = [r for r in generate_records(6_000, topics=1, partitions=0, seed=11)]
+    if cfg.implicit_consumers:  # some consumers attach by their first command
+        subscribes = [k for k, r in enumerate(records) if r["type"] == "SUBSCRIBE"]
+        dropped = set(subscribes[1::2])
+        records = [r for k, r in enumerate(records) if k not in dropped]
+    for record in records:
+        record["topic"] = TOPIC
+    batches = [EventBatch.from_records(records[lo : lo + 1_500]) for lo in range(0, len(records), 1_500)]
+    both_ways(batches, cfg)
+
+
+# ---- random streams -----------------------------------------------------------------------
+op = st.one_of(
+    st.tuples(st.just("SUBSCRIBE"), st.sampled_from(CONSUMERS)),
+    st.tuples(st.just("CLOSE_CONSUMER"), st.sampled_from(CONSUMERS)),
+    st.tuples(st.just("PUBLISH")),
+    st.tuples(st.just("DISPATCH"), st.sampled_from((*CONSUMERS, 9)), st.integers(0, ENTRIES + 1)),
+    st.tuples(st.just("DISPATCH"), st.sampled_from(CONSUMERS), st.integers(0, ENTRIES - 1)),
+    st.tuples(
+        st.just("ACK"),
+        st.sampled_from((*CONSUMERS, 9)),
+        st.lists(st.tuples(st.integers(-1, ENTRIES + 1), st.booleans()), min_size=1, max_size=3),
+    ),
+    st.tuples(st.just("ACK"), st.sampled_from(CONSUMERS), st.lists(st.integers(0, ENTRIES - 1), max_size=2)),
+    st.tuples(st.just("CUMULATIVE"), st.sampled_from(CONSUMERS), st.integers(0, ENTRIES - 1)),
+    st.tuples(st.just("NACK"), st.sampled_from(CONSUMERS), st.lists(st.integers(0, ENTRIES - 1), max_size=2)),
+    st.tuples(
+        st.just("REDELIVER"), st.sampled_from(CONSUMERS), st.lists(st.integers(0, ENTRIES - 1), max_size=2)
+    ),
+    st.tuples(st.just("WAIT"), st.integers(0, 4000)),
+)
+
+
+def _stream(ops: list[tuple], sub_type: str) -> list[dict[str, Any]]:
+    """Two ledgers of ``ENTRIES // 2`` entries, published as the stream goes (acks and
+    dispatches beyond the last entry are refused); a batch entry of 4 messages at every third."""
+    published = 2
+    events: list[dict[str, Any]] = []
+    now = 1000
+
+    def ledger_entry(k: int) -> tuple[int, int]:
+        return 7 + k // (ENTRIES // 2), k % (ENTRIES // 2)
+
+    for k in range(published):
+        events.append({"type": "PUBLISH", "ledger_id": 7, "entry_id": k, "event_time": now})
+    for item in ops:
+        kind = item[0]
+        now += 100
+        if kind == "WAIT":
+            now += item[1]
+            continue
+        if kind == "PUBLISH":
+            if published < ENTRIES:
+                ledger, entry = ledger_entry(published)
+                events.append({"type": "PUBLISH", "ledger_id": ledger, "entry_id": entry, "event_time": now})
+                published += 1
+            continue
+        base = {"subscription": "s", "consumer_id": item[1], "event_time": now}
+        if kind == "SUBSCRIBE":
+            base |= {
+                "type": kind,
+                "consumer_name": f"c{item[1]}",
+                "sub_type": sub_type,
+                "initial_position": "Earliest",
+                "negative_ack_delay_ms": 1500,
+                "ack_timeout_ms": 3000 if item[1] == 3 else 0,
+            }
+        elif kind == "CLOSE_CONSUMER":
+            base["type"] = kind
+        elif kind == "DISPATCH":
+            ledger, entry = ledger_entry(item[2])
+            base |= {"type": kind, "ledger_id": ledger, "entry_id": entry, "key": f"k{item[2] % 3}"}
+            base["batch_size"] = 4 if item[2] % 3 == 0 else 1
+        elif kind == "CUMULATIVE":
+            ledger, entry = ledger_entry(item[2])
+            base |= {"type": "ACK", "ack_type": "Cumulative"}
+            base["message_ids"] = [{"ledger_id": ledger, "entry_id": entry}]
+        elif kind == "ACK":
+            ids = []
+            for spec in item[2]:
+                k, partial = spec if isinstance(spec, tuple) else (spec, False)
+                ledger, entry = ledger_entry(max(k, 0))
+                mid: dict[str, Any] = {"ledger_id": ledger, "entry_id": entry if k >= 0 else -1}
+                if partial and k % 3 == 0:
+                    mid |= {"batch_size": 4, "ack_set": [0b0110]}
+                ids.append(mid)
+            if not ids:
+                continue
+            base |= {"type": "ACK", "ack_type": "Individual", "message_ids": ids}
+        else:
+            ledger_ids = [ledger_entry(k) for k in item[2]]
+            base |= {"type": kind, "message_ids": [{"ledger_id": lg, "entry_id": e} for lg, e in ledger_ids]}
+        events.append(base)
+    for seq, event in enumerate(events, 1):
+        event["seq"] = seq
+    return events
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(op, max_size=60),
+    st.sampled_from(["Exclusive", "Failover", "Shared", "Key_Shared"]),
+    st.booleans(),
+    st.booleans(),
+    st.data(),
+)
+def test_random_streams_give_the_same_as_plain_calls(ops, sub_type, batch_index, implicit, data):
+    events = _stream([("SUBSCRIBE", 1), ("SUBSCRIBE", 2), *ops], sub_type)
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(len(events) - 1, 1)), max_size=3)))
+    batches = [
+        EventBatch.from_records(events[lo:hi])
+        for lo, hi in zip([0, *cuts], [*cuts, len(events)], strict=True)
+    ]
+    cfg = EngineSettings(acknowledgment_at_batch_index_level_enabled=batch_index, implicit_consumers=implicit)
+    both_ways(batches, cfg)
+
+
+quiet = st.one_of(  # no SUBSCRIBE or CLOSE_CONSUMER: long epochs, where commands are dropped
+    st.tuples(st.just("PUBLISH")),
+    st.tuples(st.just("DISPATCH"), st.sampled_from((*CONSUMERS, 9)), st.integers(0, ENTRIES + 1)),
+    st.tuples(
+        st.just("ACK"), st.sampled_from((*CONSUMERS, 9)), st.lists(st.integers(0, ENTRIES - 1), max_size=2)
+    ),
+    st.tuples(st.just("CUMULATIVE"), st.sampled_from(CONSUMERS), st.integers(0, ENTRIES - 1)),
+    st.tuples(
+        st.just("NACK"), st.sampled_from((*CONSUMERS, 9)), st.lists(st.integers(0, ENTRIES - 1), max_size=2)
+    ),
+    st.tuples(
+        st.just("REDELIVER"),
+        st.sampled_from((*CONSUMERS, 9)),
+        st.lists(st.integers(0, ENTRIES - 1), max_size=2),
+    ),
+    st.tuples(st.just("WAIT"), st.integers(0, 1500)),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(quiet, min_size=70, max_size=160),
+    st.sampled_from(["Exclusive", "Failover"]),
+    st.booleans(),
+    st.data(),
+)
+def test_long_epochs_give_the_same_as_plain_calls(ops, sub_type, close_one, data):
+    """Epochs of 64 events and more, where ``PartitionState`` drops the inert DISPATCH, NACK and
+    REDELIVER commands of an Exclusive or Failover subscription before applying the rest:
+    consumers that are not connected (9), redelivers from consumers that are not active or
+    during a failover switch, dispatches beyond the last entry, a consumer closed midway."""
+    middle = len(ops) // 2
+    if close_one:
+        ops = [*ops[:middle], ("CLOSE_CONSUMER", 1), *ops[middle:]]
+    events = _stream([("SUBSCRIBE", 1), ("SUBSCRIBE", 2), ("SUBSCRIBE", 3), *ops], sub_type)
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(events) - 1), max_size=2)))
+    batches = [
+        EventBatch.from_records(events[lo:hi])
+        for lo, hi in zip([0, *cuts], [*cuts, len(events)], strict=True)
+    ]
+    both_ways(batches, EngineSettings())
+
+
+# ---- the cursor alone ---------------------------------------------------------------------
+call = st.lists(st.tuples(st.integers(10, 12), st.integers(-1, 7), st.booleans()), min_size=1, max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(call, st.integers(0, 5)), max_size=25))
+@example(  # 10:5 and 10:7 do not exist (ledger 10 ends at 10:3): one auto-advance per step
+    [
+        ([(10, 0, False), (10, 1, False)], 4),
+        ([(10, 5, False), (10, 7, False)], 0),
+        ([(10, 2, False), (10, 3, False)], 0),
+        ([(10, 0, False)], 0),
+        ([(10, 0, False)], 0),
+    ]
+)
+def test_staged_calls_are_the_calls_one_by_one(calls):
+    """``stage_ack`` per call and one ``apply_staged`` equal ``ack`` per call, refusals included;
+    a call that cannot be staged (a negative entry id, an entry past its ledger's end) applies
+    what was staged, then itself, and staging waits until every acked entry exists."""
+    ledgers = make_ledgers(4, 4, 4)
+    published = [P(10 + k // 4, k % 4) for k in range(12)]
+    plain = Cursor.subscribe("Shared", "Earliest", ledgers, published[0])
+    staged_cursor = Cursor.subscribe("Shared", "Earliest", ledgers, published[0])
+    refused_plain: list[str] = []
+    refused_staged: list[str] = []
+    staged: list[Position] = []
+    last: Position | None = None
+    seen = 0
+    for ids, grow in calls:
+        seen = min(seen + grow, 11)
+        lac = published[seen]  # the last entry grows as the calls go
+        # entry -1 only in the first ledger: elsewhere above mark-delete the bitmap refuses it
+        mids = [MessageId(P(lg if e >= 0 else 10, e), 0b01 if partial else None, 2) for lg, e, partial in ids]
+        try:
+            plain.ack(mids, ledgers, lac, False)
+        except EngineRefusal as refusal:
+            refused_plain.append(str(refusal))
+        try:
+            # as PartitionState stages: asks can_stage_acks when nothing is staged
+            can = last is not None or staged_cursor.can_stage_acks(False, ledgers)
+            ok = can and staged_cursor.stage_ack(mids, dict(ledgers), lac, staged)
+        except EngineRefusal as refusal:
+            ok = True  # refused after staging the positions before it
+            refused_staged.append(str(refusal))
+        if ok:
+            last = lac
+            continue
+        if last is not None:
+            staged_cursor.apply_staged(staged, ledgers, last)
+        staged, last = [], None
+        try:
+            staged_cursor.ack(mids, ledgers, lac, False)
+        except EngineRefusal as refusal:
+            refused_staged.append(str(refusal))
+    if last is not None:
+        staged_cursor.apply_staged(staged, ledgers, last)
+    assert refused_staged == refused_plain
+    assert staged_cursor == plain
+    assert staged_cursor.encode() == plain.encode()
