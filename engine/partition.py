@@ -491,11 +491,10 @@ class PartitionState:
         """
         sub = self.subscriptions.get(name)
         cursor = self.cursors.get(name)
-        inert = sub is not None and cursor is not None and sub.dispatch_is_inert(cursor)
+        inert = _dispatches_inert(sub, cursor)
         implicit = settings.implicit_consumers
         enabled = settings.acknowledgment_at_batch_index_level_enabled
         types, ack_types, consumer_ids = cols.type, cols.ack_type, cols.consumer_id
-        batch_sizes, event_times = cols.batch_size, cols.event_time
         positions: list[Position] | None = None  # cols.positions, built at the first DISPATCH
         staged = _StagedAcks(self.ledgers, enabled)
         acked = False  # an individual ack was applied: the name joins result.changed at the end
@@ -505,7 +504,7 @@ class PartitionState:
                     staged.flush(cursor)
                 self._attach_implicitly(name, i, cols, settings, result)
                 sub = self.subscriptions.get(name)
-                inert = sub is not None and cursor is not None and sub.dispatch_is_inert(cursor)
+                inert = _dispatches_inert(sub, cursor)
             kind = types[i]
             if kind == ACK and ack_types[i] == ACK_INDIVIDUAL:
                 if cursor is None:
@@ -524,20 +523,13 @@ class PartitionState:
                 if due is not None and due <= now:
                     staged.flush(cursor)
                     sub.fire_timers(cursor, now, settings)
-                if kind == DISPATCH:  # _dispatch, written out (half of a typical stream)
+                if kind == DISPATCH:  # half of a typical stream
                     if positions is None:
                         positions = cols.positions
-                    pos = positions[i]
-                    consumer_id = consumer_ids[i]
-                    if inert and pos <= lac and consumer_id in sub.consumers:
+                    if inert and positions[i] <= lac and consumer_ids[i] in sub.consumers:
                         continue
                     try:
-                        if pos > lac:
-                            raise _dispatch_beyond(pos, lac)
-                        sticky = cols.sticky_key_hash(i) if cursor.sub_type == "Key_Shared" else 0
-                        sub.dispatch(
-                            cursor, consumer_id, pos, batch_sizes[i], sticky, event_times[i], settings
-                        )
+                        self._dispatch(sub, cursor, i, cols, lac, settings)
                     except EngineRefusal as refusal:
                         result.rejects.append(Reject(cols.row[i], refusal.reason, str(refusal)))
                         result.changed.add(name)  # batch state may have been recorded before it
@@ -555,7 +547,7 @@ class PartitionState:
             self._ordered_event(name, i, batch, cols, settings, lac, result)
             sub = self.subscriptions.get(name)
             cursor = self.cursors.get(name)
-            inert = sub is not None and cursor is not None and sub.dispatch_is_inert(cursor)
+            inert = _dispatches_inert(sub, cursor)
         if cursor is not None:
             staged.flush(cursor)
         if acked:
@@ -950,6 +942,12 @@ class PartitionState:
         except EngineRefusal as refusal:
             result.rejects.append(Reject(cols.row[i], refusal.reason, f"{refusal}; the call stopped there"))
         return True
+
+
+def _dispatches_inert(sub: Subscription | None, cursor: Cursor | None) -> bool:
+    """Whether the subscription's DISPATCHes from connected consumers change nothing
+    (``Subscription.dispatch_is_inert``); read again whenever the loop looks the two up again."""
+    return sub is not None and cursor is not None and sub.dispatch_is_inert(cursor)
 
 
 def _dispatch_beyond(pos: Position, lac: Position) -> DispatchBeyondLastPublished:
