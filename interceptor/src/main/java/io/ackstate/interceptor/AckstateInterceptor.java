@@ -277,25 +277,34 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
         }
     }
 
+    /** The connection's consumer a command names, or null while it is not (yet) created: the
+     *  broker ignores such a command too (ServerCnx.handleAck, handleRedeliverUnacknowledged). */
+    private static Consumer connectedConsumer(ServerCnx cnx, long consumerId) {
+        CompletableFuture<Consumer> future = cnx.getConsumers().get(consumerId);
+        return future == null || !future.isDone() || future.isCompletedExceptionally() ? null : future.join();
+    }
+
+    /** The replays in flight of an announced consumer's subscription; null for one not announced,
+     *  or without pending acks on a persistent topic. No lock, and nothing is announced here. */
+    private ReplaysInFlight replaysOf(Consumer consumer) {
+        TrackedConsumer tracked = announced.get(consumer);
+        return tracked != null && tracked.consumer() == consumer ? tracked.replays() : null;
+    }
+
     /** Before the broker applies an ack: its replays in flight, as the pending acks hold them now. */
     private void ackArriving(ServerCnx cnx, CommandAck ack) {
-        CompletableFuture<Consumer> future = cnx.getConsumers().get(ack.getConsumerId());
-        if (future == null || !future.isDone() || future.isCompletedExceptionally()) {
-            return;
-        }
-        Consumer consumer = future.join();
-        TrackedConsumer tracked = announced.get(consumer);
-        if (tracked != null && tracked.consumer() == consumer && tracked.replays() != null) {
-            tracked.replays().ackArriving(ack);
+        Consumer consumer = connectedConsumer(cnx, ack.getConsumerId());
+        ReplaysInFlight replays = consumer == null ? null : replaysOf(consumer);
+        if (replays != null) {
+            replays.ackArriving(ack);
         }
     }
 
     private void redeliver(ServerCnx cnx, CommandRedeliverUnacknowledgedMessages redeliver) {
-        CompletableFuture<Consumer> future = cnx.getConsumers().get(redeliver.getConsumerId());
-        if (future == null || !future.isDone() || future.isCompletedExceptionally()) {
-            return; // the broker ignores it too (ServerCnx.handleRedeliverUnacknowledged)
+        Consumer consumer = connectedConsumer(cnx, redeliver.getConsumerId());
+        if (consumer == null) {
+            return;
         }
-        Consumer consumer = future.join();
         TrackedConsumer tracked = announce(cnx, consumer);
         if (tracked == null) {
             return;
@@ -377,9 +386,9 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             if (consumer == null || consumer.getPendingAcks() == null) {
                 return;
             }
-            TrackedConsumer tracked = announced.get(consumer);
-            if (tracked != null && tracked.consumer() == consumer && tracked.replays() != null) {
-                tracked.replays().sending(consumer, entry.getLedgerId(), entry.getEntryId());
+            ReplaysInFlight replays = replaysOf(consumer);
+            if (replays != null) {
+                replays.sending(consumer, entry.getLedgerId(), entry.getEntryId());
             }
         } catch (Throwable t) {
             failed("beforeSendMessage", t);
