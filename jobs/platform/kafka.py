@@ -80,6 +80,11 @@ def ensure_kafka(root: str | Path | None = None, force: bool = False) -> list[st
 
 
 # ---- a local single-node Kafka ----------------------------------------------------------------
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (as Kafka makes)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
 @dataclass
 class KafkaServer:
     """Kafka in KRaft mode on 127.0.0.1, in ``workdir``, stopped by its process id."""
@@ -89,6 +94,7 @@ class KafkaServer:
     partitions: int = 1
     """How many partitions a topic made on first use gets (``num.partitions``)."""
     jars_dir: str | Path | None = None
+    cluster_id: str = field(default_factory=new_cluster_id)
     port: int = field(default_factory=free_port)
     controller_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
@@ -141,19 +147,31 @@ class KafkaServer:
         path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
         return path
 
-    def start(self, timeout: float = 60.0) -> None:
+    def format_storage(self) -> None:
+        """Write the KRaft metadata directory, once per ``workdir`` (a restart keeps its data).
+
+        The id goes as ``--cluster-id=ID``: one random id in 64 starts with ``-``, and as a
+        separate argument the tool's parser takes it for an option and refuses it."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         conf = self._write_conf()
-        if not (self.workdir / "data" / "meta.properties").exists():
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-            with self.log_file.open("ab") as fh:
-                subprocess.run(
-                    self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(conf)),
-                    stdout=fh,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    check=True,
-                )
+        if (self.workdir / "data" / "meta.properties").exists():
+            return
+        args = ["format", f"--cluster-id={self.cluster_id}", "-c", str(conf)]
+        with self.log_file.open("ab") as fh:
+            done = subprocess.run(
+                self._java("kafka.tools.StorageTool", *args),
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        if done.returncode != 0:
+            raise KafkaSetupError(
+                f"formatting Kafka's storage failed (exit {done.returncode}); see {self.log_file}"
+            )
+
+    def start(self, timeout: float = 60.0) -> None:
+        self.format_storage()
+        conf = self.workdir / "server.properties"
         fh = self.log_file.open("ab")
         self.process = subprocess.Popen(
             self._java("kafka.Kafka", str(conf)),
