@@ -263,6 +263,8 @@ def run_passthrough(
     reports (the latency bench reads each batch's trigger-to-commit time there)."""
     from pyspark.sql import functions as F
 
+    from jobs.ingest.query import register_listener
+    from jobs.platform.progress import wait_until_reported
     from schemas.events import EVENT_SCHEMA
     from schemas.udf import APPLY_EVENT_COLUMNS
 
@@ -284,6 +286,7 @@ def run_passthrough(
 
     saved = spark.conf.get(JSON_OPTIMIZATION_CONF, None)
     spark.conf.set(JSON_OPTIMIZATION_CONF, "false")
+    register_listener(spark)
     try:
         query = (
             spark.readStream.format("text")
@@ -296,6 +299,9 @@ def run_passthrough(
             .start()
         )
         query.awaitTermination()
+        # the session's progress listener hears of this query too: a process that exited before
+        # it had made Spark log the callbacks it could no longer deliver as stack traces
+        wait_until_reported(str(query.id))
     finally:
         if saved is None:
             spark.conf.unset(JSON_OPTIMIZATION_CONF)

@@ -91,7 +91,7 @@ def start_ingest(
     spark: SparkSession, options: IngestOptions, writer: BatchWriter | None = None
 ) -> StreamingQuery:
     ensure_tables(spark, options.warehouse)
-    _register_listener(spark)
+    register_listener(spark)
     register(options.warehouse, options.app_id, options.checkpoint_path)
     writer = writer or BatchWriter(options)
     writer.repeats = uncommitted_batch(options.checkpoint_path)
@@ -129,7 +129,8 @@ def end_heartbeat(query: StreamingQuery) -> None:
 _LISTENERS: set[int] = set()
 
 
-def _register_listener(spark: SparkSession) -> None:
+def register_listener(spark: SparkSession) -> None:
+    """The progress listener, once per session: every query of the session reports through it."""
     if id(spark) not in _LISTENERS:
         spark.streams.addListener(progress.IngestProgressListener())
         _LISTENERS.add(id(spark))
