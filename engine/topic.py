@@ -65,9 +65,9 @@ def complete_name(text: str) -> str:
     return text
 
 
-def rest_path(name: str) -> str:
-    """The name as the admin REST API addresses it (``TopicName.getRestPath``), to follow
-    ``/admin/v2/``: ``persistent/tenant/ns/<local name, URL-encoded>``."""
+def admin_path(name: str) -> str:
+    """The topic's path in the admin REST API, ``/admin/v2/`` and ``TopicName.getRestPath``:
+    ``/admin/v2/persistent/tenant/ns/<local name, URL-encoded>`` (add ``/stats``, ...)."""
     domain, rest = name.split("://", 1)
     tenant, namespace, local = rest.split("/", 2)
-    return f"{domain}/{tenant}/{namespace}/{urllib.parse.quote(local, safe='')}"
+    return f"/admin/v2/{domain}/{tenant}/{namespace}/{urllib.parse.quote(local, safe='')}"

@@ -43,7 +43,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.topic import rest_path
+from engine.topic import admin_path
 from jobs.bench.figures import Figure
 from jobs.platform.broker import StandaloneBroker, find_interceptor_nar
 
@@ -153,7 +153,7 @@ def _one_run(broker: StandaloneBroker, topic: str, messages: int) -> Sample:
     # the run's entries leave the broker's read cache with their topic: left there, they filled
     # it, and a later run's consume phase read entries back from the bookie (a fifth of the
     # throughput, in whichever broker it happened to)
-    broker.admin("/admin/v2/" + rest_path(topic), "DELETE")
+    broker.admin(admin_path(topic), "DELETE")
     per_10k = 10_000 / messages
     split = {
         group: sum(s for name, s in cpu.items() if name.startswith(prefixes)) * per_10k

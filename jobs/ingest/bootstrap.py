@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from engine import Cursor, Ledgers, PartitionState
 from engine.bootstrap import partition_from_admin
 from engine.errors import SnapshotError
-from engine.topic import complete_name, is_persistent, partition_name, rest_path, split_partition
+from engine.topic import admin_path, complete_name, is_persistent, partition_name, split_partition
 from jobs.platform.errors import BootstrapError
 
 if TYPE_CHECKING:
@@ -108,11 +108,6 @@ def read_token(token_file: str | None) -> str | None:
     return os.environ.get(TOKEN_ENV) or None
 
 
-def _rest(name: str) -> str:
-    """The admin path of a topic or partition name: ``/admin/v2/persistent/t/ns/x``."""
-    return "/admin/v2/" + rest_path(name)
-
-
 def discover(api: AdminApi, topics: Sequence[str]) -> list[tuple[str, int]]:
     """The (topic, partition) pairs to bootstrap, sorted."""
     found: set[tuple[str, int]] = set()
@@ -122,7 +117,7 @@ def discover(api: AdminApi, topics: Sequence[str]) -> list[tuple[str, int]]:
             if partition is not None:
                 found.add((topic, partition))
                 continue
-            meta = api.get(_rest(topic) + "/partitions", missing_ok=True) or {}
+            meta = api.get(admin_path(topic) + "/partitions", missing_ok=True) or {}
             count = int(meta.get("partitions") or 0)
             found.update((topic, i) for i in range(count)) if count else found.add((topic, -1))
         return sorted(found)
@@ -140,8 +135,8 @@ def discover(api: AdminApi, topics: Sequence[str]) -> list[tuple[str, int]]:
 def snapshot(api: AdminApi, topic: str, partition: int) -> PartitionState:
     """One partition's starting state from its ``stats`` and ``internalStats``."""
     name = partition_name(topic, partition)
-    stats = api.get(_rest(name) + "/stats")
-    internal = api.get(_rest(name) + "/internalStats") if is_persistent(topic) else None
+    stats = api.get(admin_path(name) + "/stats")
+    internal = api.get(admin_path(name) + "/internalStats") if is_persistent(topic) else None
     try:
         return partition_from_admin(topic, partition, stats or {}, internal)
     except SnapshotError as exc:

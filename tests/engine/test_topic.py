@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from engine.topic import (
+    admin_path,
     complete_name,
     is_non_persistent,
     is_persistent,
     namespace_of,
     partition_name,
-    rest_path,
     split_partition,
 )
 
@@ -47,6 +47,6 @@ def test_domain_and_namespace() -> None:
     assert namespace_of("non-persistent://acme/billing/orders") == "acme/billing"
 
 
-def test_the_rest_path_encodes_the_local_name_as_the_admin_api_reads_it() -> None:
-    assert rest_path("persistent://t/ns/x-partition-3") == "persistent/t/ns/x-partition-3"
-    assert rest_path("non-persistent://t/ns/a b/c") == "non-persistent/t/ns/a%20b%2Fc"
+def test_the_admin_path_encodes_the_local_name_as_the_admin_api_reads_it() -> None:
+    assert admin_path("persistent://t/ns/x-partition-3") == "/admin/v2/persistent/t/ns/x-partition-3"
+    assert admin_path("non-persistent://t/ns/a b/c") == "/admin/v2/non-persistent/t/ns/a%20b%2Fc"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.topic import rest_path
+from engine.topic import admin_path
 from jobs.platform.broker import StandaloneBroker
 
 INTERNAL_FIELDS = (
@@ -36,12 +36,12 @@ EXCLUDED_CURSORS = {
 
 def broker_view(broker: StandaloneBroker, name: str) -> dict[str, Any]:
     """What the admin API shows of one topic partition, reduced to the compared fields."""
-    stats = broker.admin("/admin/v2/" + rest_path(name) + "/stats")
+    stats = broker.admin(admin_path(name) + "/stats")
     view: dict[str, Any] = {"subscriptions": {}, "cursors": {}}
     for sub, s in stats.get("subscriptions", {}).items():
         view["subscriptions"][sub] = _subscription(s)
     if name.startswith("persistent://"):
-        internal = broker.admin("/admin/v2/" + rest_path(name) + "/internalStats")
+        internal = broker.admin(admin_path(name) + "/internalStats")
         for sub, c in internal.get("cursors", {}).items():
             if sub not in EXCLUDED_CURSORS:
                 view["cursors"][sub] = {k: c.get(k) for k in INTERNAL_FIELDS}

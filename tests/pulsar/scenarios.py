@@ -18,7 +18,7 @@ from typing import Any
 
 import pulsar
 
-from engine.topic import rest_path
+from engine.topic import admin_path
 from jobs.platform.broker import StandaloneBroker
 
 NAMESPACE = "public/default"
@@ -271,7 +271,7 @@ def acks_racing_replays(run: Run) -> None:
 
 def wait_for_backlog(run: Run, topic: str, sub: str, backlog: int, timeout_s: float = 30) -> None:
     """Until the broker's ``msgBacklog`` of ``sub`` is ``backlog`` (an ack it has applied)."""
-    path = f"/admin/v2/{rest_path(topic)}/stats"
+    path = admin_path(topic) + "/stats"
     deadline = time.monotonic() + timeout_s
     while run.broker.admin(path)["subscriptions"][sub]["msgBacklog"] != backlog:
         if time.monotonic() > deadline:
