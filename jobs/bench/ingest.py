@@ -51,6 +51,7 @@ from jobs.bench.figures import Figure
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from jobs.ingest.options import IngestOptions
     from jobs.platform.config import AckstateConfig
 
 log = logging.getLogger("ackstate.bench")
@@ -317,20 +318,36 @@ def run_passthrough(
     return [BatchTiming(b, rows.get(b, 0), seconds[b]) for b in sorted(seconds)]
 
 
-def run_ackstate(spark: SparkSession, source: str, warehouse: Path) -> list[BatchTiming]:
-    """``ackstate ingest`` of ``source`` into a fresh ``warehouse``; its ``ingest_batches`` rows."""
-    from pyspark.sql import functions as F
-
+def ackstate_options(config: AckstateConfig | None, source: str, warehouse: Path) -> IngestOptions:
+    """The ingest a bench measures: one file per micro-batch, and what ``--conf`` says of the
+    engine (``EngineSettings``) and of the batch's table writes (``[ingest] write_threads``),
+    as ``ackstate ingest --conf`` would run it; the packaged defaults without one."""
     from engine import EngineSettings
     from jobs.ingest.options import IngestOptions
+
+    if config is None:
+        return IngestOptions(source=source, warehouse=str(warehouse), max_files_per_trigger=1)
+    return IngestOptions(
+        source=source,
+        warehouse=str(warehouse),
+        max_files_per_trigger=1,
+        settings=EngineSettings.from_config(
+            {**config.engine, "implicit_consumers": bool(config.ingest.get("implicit_consumers", False))}
+        ),
+        write_threads=int(config.ingest.get("write_threads", IngestOptions.write_threads)),
+    )
+
+
+def run_ackstate(spark: SparkSession, options: IngestOptions) -> list[BatchTiming]:
+    """``ackstate ingest`` with ``options`` into a fresh warehouse; its ``ingest_batches`` rows."""
+    from pyspark.sql import functions as F
+
     from jobs.ingest.query import start_ingest
     from jobs.platform import progress
     from jobs.platform.errors import AckstateError
     from jobs.platform.tables import read_table
 
-    options = IngestOptions(
-        source=source, warehouse=warehouse, max_files_per_trigger=1, settings=EngineSettings()
-    )
+    warehouse = options.warehouse
     query = start_ingest(spark, options)
     query.awaitTermination()
     progress.wait_until_reported(str(query.id))
@@ -346,7 +363,7 @@ def run_ackstate(spark: SparkSession, source: str, warehouse: Path) -> list[Batc
     return [BatchTiming(int(r["batch_id"]), int(r["input_rows"]), r["duration_ms"] / 1000.0) for r in batches]
 
 
-def one_run(spark: SparkSession, source: str, work: Path) -> RunResult:
+def one_run(spark: SparkSession, config: AckstateConfig | None, source: str, work: Path) -> RunResult:
     result = RunResult()
     with capture_ingest_log() as (phase_log, forward):
         forward.quiet = True
@@ -354,7 +371,7 @@ def one_run(spark: SparkSession, source: str, work: Path) -> RunResult:
             result.passthrough = run_passthrough(spark, source, work / "passthrough")
         finally:
             forward.quiet = False
-        result.ackstate = run_ackstate(spark, source, work / "warehouse")
+        result.ackstate = run_ackstate(spark, ackstate_options(config, source, work / "warehouse"))
         result.phases = dict(phase_log.phases)
     return result
 
@@ -441,7 +458,7 @@ def bench_ingest(
         )
         results: list[RunResult] = []
         for run in range(1, runs + 1):
-            result = one_run(spark, str(source.absolute()), work / f"run-{run}")
+            result = one_run(spark, config, str(source.absolute()), work / f"run-{run}")
             results.append(result)
             _print_run(run, result, echo)
             shutil.rmtree(work / f"run-{run}", ignore_errors=True)

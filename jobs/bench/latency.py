@@ -37,11 +37,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobs.bench.figures import Figure
-from jobs.bench.ingest import capture_ingest_log, run_passthrough
+from jobs.bench.ingest import ackstate_options, capture_ingest_log, run_passthrough
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from jobs.ingest.options import IngestOptions
     from jobs.platform.config import AckstateConfig
 
 LATENCY_TARGET_S = 3.0
@@ -126,17 +127,13 @@ def commits_by_batch(warehouse: Path, app_id: str) -> dict[int, dict[str, int]]:
     return out
 
 
-def run_ackstate(spark: SparkSession, source: str, warehouse: Path) -> list[BatchLatency]:
-    """``ackstate ingest`` of ``source`` into a fresh ``warehouse``, one file per batch."""
-    from engine import EngineSettings
-    from jobs.ingest.options import IngestOptions
+def run_ackstate(spark: SparkSession, options: IngestOptions) -> list[BatchLatency]:
+    """``ackstate ingest`` with ``options`` (``ackstate_options``) into a fresh warehouse."""
     from jobs.ingest.query import end_heartbeat, start_ingest
     from jobs.platform import progress
     from jobs.platform.errors import AckstateError
 
-    options = IngestOptions(
-        source=source, warehouse=str(warehouse), max_files_per_trigger=1, settings=EngineSettings()
-    )
+    warehouse = Path(options.warehouse)
     with capture_ingest_log() as (phase_log, _):
         query = start_ingest(spark, options)
         query.awaitTermination()
@@ -229,7 +226,7 @@ def bench_latency(
         )
         spark = get_spark(config)
         started = time.perf_counter()
-        ackstate = run_ackstate(spark, str(source.absolute()), work / "warehouse")
+        ackstate = run_ackstate(spark, ackstate_options(config, str(source.absolute()), work / "warehouse"))
         progress: list[Any] = []
         with capture_ingest_log() as (_, forward):
             forward.quiet = True  # the progress listener would report the pass-through's batches
