@@ -234,7 +234,8 @@ final class EventJson implements LineBatch {
         return this;
     }
 
-    private static byte[] ascii(String text) {
+    /** Constant text as bytes, for the parts of lines that are made once (here and in the sinks). */
+    static byte[] ascii(String text) {
         return text.getBytes(StandardCharsets.US_ASCII);
     }
 

@@ -31,10 +31,10 @@ import org.slf4j.LoggerFactory;
 final class KafkaSink implements EventSink {
     private static final Logger log = LoggerFactory.getLogger(KafkaSink.class);
     private static final long WARN_EVERY_MS = 10_000;
-    private static final byte[] TOPIC_FIELD = ascii("\"topic\":\"");
+    private static final byte[] TOPIC_FIELD = EventJson.ascii("\"topic\":\"");
     /** The topic value's closing quote and the next field: a quote inside the value is escaped. */
-    private static final byte[] PARTITION_FIELD = ascii("\",\"partition\":");
-    private static final byte[] PARTITION_SUFFIX = ascii("-partition-");
+    private static final byte[] PARTITION_FIELD = EventJson.ascii("\",\"partition\":");
+    private static final byte[] PARTITION_SUFFIX = EventJson.ascii("-partition-");
 
     private final Producer<byte[], byte[]> producer;
     private final String topic;
@@ -73,10 +73,6 @@ final class KafkaSink implements EventSink {
         } finally {
             thread.setContextClassLoader(previous);
         }
-    }
-
-    private static byte[] ascii(String text) {
-        return text.getBytes(StandardCharsets.US_ASCII);
     }
 
     /**
