@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -494,7 +494,7 @@ class PartitionState:
         implicit = settings.implicit_consumers
         enabled = settings.acknowledgment_at_batch_index_level_enabled
         types, ack_types, consumer_ids = cols.type, cols.ack_type, cols.consumer_id
-        positions: list[Position] | None = None  # cols.positions, built at the first DISPATCH
+        positions: dict[int, Position] | None = None  # of the DISPATCHes, built at the first
         staged = _StagedAcks(self.ledgers, enabled)
         acked = False  # an individual ack was applied: the name joins result.changed at the end
         for i, lac, now in zip(events, lacs, clocks, strict=True):
@@ -524,11 +524,12 @@ class PartitionState:
                     sub.fire_timers(cursor, now, settings)
                 if kind == DISPATCH:  # half of a typical stream
                     if positions is None:
-                        positions = cols.positions
-                    if inert and positions[i] <= lac and consumer_ids[i] in sub.consumers:
+                        positions = cols.dispatch_positions(events)
+                    pos = positions[i]
+                    if inert and pos <= lac and consumer_ids[i] in sub.consumers:
                         continue
                     try:
-                        self._dispatch(sub, cursor, i, cols, lac, settings)
+                        self._dispatch(sub, cursor, i, pos, cols, lac, settings)
                     except EngineRefusal as refusal:
                         result.rejects.append(Reject(cols.row[i], refusal.reason, str(refusal)))
                         result.changed.add(name)  # batch state may have been recorded before it
@@ -647,7 +648,7 @@ class PartitionState:
                 sub.close(cursor, consumer_id, cols.seq[i], now, settings)
                 return
             if kind == DISPATCH:
-                self._dispatch(sub, cursor, i, cols, lac, settings)
+                self._dispatch(sub, cursor, i, cols.dispatch_positions([i])[i], cols, lac, settings)
                 return
             if kind in (NACK, REDELIVER):
                 lo, hi = cols.msg_offsets[i], cols.msg_offsets[i + 1]
@@ -699,11 +700,12 @@ class PartitionState:
         sub: Subscription,
         cursor: Cursor,
         i: int,
+        pos: Position,
         cols: _EventColumns,
         lac: Position,
         settings: SubscriptionSettings,
     ) -> None:
-        pos = cols.positions[i]
+        """DISPATCH event ``i``, of the entry at ``pos``."""
         if pos > lac:
             raise _dispatch_beyond(pos, lac)
         # An acked entry can still be dispatched: a dispatcher sends what it read before the ack
@@ -1114,12 +1116,10 @@ class _EventColumns:
         "msg_batch_size",
         "msg_offsets",
         "msg_positions",
-        "positions",
         "row",
         "seq",
         "type",
     )
-    positions: list[Position | None]
     msg_positions: list[Position]
 
     def __init__(self, batch: EventBatch) -> None:
@@ -1138,31 +1138,31 @@ class _EventColumns:
         self.msg_batch_size: list[int] = batch.msg_batch_size.tolist()
         self.ackset_offsets: list[int] = batch.ackset_offsets.tolist()
         self._sticky: dict[str | None, int] = {}
-        # positions and msg_positions: built at first read (__getattr__)
+        # msg_positions: built at first read (__getattr__)
 
-    def __getattr__(self, name: str) -> list[Any]:
-        """Build a per-batch list at its first read (Python calls this only while the slot is
-        unset; afterwards it is a plain attribute, where a property cost a call per read):
-
-        * ``positions``: the position a DISPATCH names, at each DISPATCH's index (None at the
-          other events, which never read it): one constructor call per DISPATCH was a tenth of
-          the mix's time, and a Position for every event of the batch half of what is left;
-        * ``msg_positions``: each message id's position (ACK, NACK, REDELIVER). The array path
-          of a long ack run reads the columns, so a batch of such runs never builds it.
-        """
-        batch = self._batch
-        if name == "positions":
-            at = np.flatnonzero(batch.type == DISPATCH)
-            named = positions_of(batch.ledger_id[at].tolist(), batch.entry_id[at].tolist())
-            column = np.full(len(batch), None, dtype=object)
-            column[at] = np.fromiter(named, dtype=object, count=at.size)
-            value: list[Any] = column.tolist()
-        elif name == "msg_positions":
-            value = positions_of(batch.msg_ledger.tolist(), batch.msg_entry.tolist())
-        else:
+    def __getattr__(self, name: str) -> list[Position]:
+        """Build ``msg_positions``, each message id's position (ACK, NACK, REDELIVER), at its
+        first read (Python calls this only while the slot is unset; afterwards it is a plain
+        attribute, where a property cost a call per read). The array path of a long ack run
+        reads the columns, so a batch of such runs never builds it."""
+        if name != "msg_positions":
             raise AttributeError(name)
-        setattr(self, name, value)
+        batch = self._batch
+        value = positions_of(batch.msg_ledger.tolist(), batch.msg_entry.tolist())
+        self.msg_positions = value
         return value
+
+    def dispatch_positions(self, events: list[int]) -> dict[int, Position]:
+        """The position each DISPATCH among ``events`` (batch indices) names, by index.
+
+        Built per segment of the per-event path, for the DISPATCHes that reach it: a Position
+        per DISPATCH of the batch was a tenth of the mix's time, and half of them, an Exclusive
+        or Failover subscription's, are dropped before (``Subscription.inert_commands``)."""
+        batch = self._batch
+        at = np.asarray(events, dtype=np.int64)
+        at = at[batch.type[at] == DISPATCH]
+        named = positions_of(batch.ledger_id[at].tolist(), batch.entry_id[at].tolist())
+        return dict(zip(at.tolist(), named, strict=True))
 
     def sticky_key_hash(self, i: int) -> int:
         """``sticky_key_hash`` of event i's key. Murmur3 in Python costs microseconds and a
