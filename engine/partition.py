@@ -726,7 +726,7 @@ class PartitionState:
     def _message_id(self, batch: EventBatch, cols: _EventColumns, m: int, name: str) -> MessageId:
         lo, hi = cols.ackset_offsets[m], cols.ackset_offsets[m + 1]
         pos = cols.msg_positions[m]
-        if hi == lo:  # MessageId(pos), built in C: a cumulative ack (a quarter of the mix's acks)
+        if hi == lo:  # MessageId(pos) without its Python __new__: mostly cumulative acks
             return tuple.__new__(MessageId, (pos, None, 1))
         mask = words_to_mask(batch.ackset_words[lo:hi].tolist())
         return MessageId(pos, mask, cols.msg_batch_size[m] or self._batch_size_of(name, pos, mask))
@@ -1155,9 +1155,10 @@ class _EventColumns:
     def dispatch_positions(self, events: list[int]) -> dict[int, Position]:
         """The position each DISPATCH among ``events`` (batch indices) names, by index.
 
-        Built per segment of the per-event path, for the DISPATCHes that reach it: a Position
-        per DISPATCH of the batch was a tenth of the mix's time, and half of them, an Exclusive
-        or Failover subscription's, are dropped before (``Subscription.inert_commands``)."""
+        Built per segment of the per-event path, for the DISPATCHes that reach it, rather than
+        for every DISPATCH of the batch: about half of the generated mix's DISPATCHes are an
+        Exclusive or Failover subscription's, dropped before (``Subscription.inert_commands``)
+        without reading their position."""
         batch = self._batch
         at = np.asarray(events, dtype=np.int64)
         at = at[batch.type[at] == DISPATCH]
