@@ -191,6 +191,22 @@ class Cursor:
                 staged.append(pos)
         return True
 
+    @staticmethod
+    def stage_entry_acks(
+        positions: list[Position], last_entries: Mapping[int, int], lac: Position, staged: list[Position]
+    ) -> bool:
+        """``stage_ack`` of a call whose ids all name whole entries, given as their positions:
+        most acks are such a call (of one id), taken without building a ``MessageId`` each."""
+        start = len(staged)
+        for pos in positions:
+            if pos > lac:
+                raise _beyond_last_published(pos, lac)
+            if not 0 <= pos.entry_id <= last_entries.get(pos.ledger_id, -1):
+                del staged[start:]
+                return False
+            staged.append(pos)
+        return True
+
     def apply_staged(self, staged: list[Position], ledgers: Ledgers, lac: Position) -> None:
         """Apply the positions ``stage_ack`` collected, as one run, then auto-advance once.
 

@@ -27,8 +27,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from itertools import repeat
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -495,7 +494,7 @@ class PartitionState:
         implicit = settings.implicit_consumers
         enabled = settings.acknowledgment_at_batch_index_level_enabled
         types, ack_types, consumer_ids = cols.type, cols.ack_type, cols.consumer_id
-        positions: list[Position] | None = None  # cols.positions, built at the first DISPATCH
+        positions: dict[int, Position] | None = None  # of the DISPATCHes, built at the first
         staged = _StagedAcks(self.ledgers, enabled)
         acked = False  # an individual ack was applied: the name joins result.changed at the end
         for i, lac, now in zip(events, lacs, clocks, strict=True):
@@ -525,11 +524,12 @@ class PartitionState:
                     sub.fire_timers(cursor, now, settings)
                 if kind == DISPATCH:  # half of a typical stream
                     if positions is None:
-                        positions = cols.positions
-                    if inert and positions[i] <= lac and consumer_ids[i] in sub.consumers:
+                        positions = cols.dispatch_positions(events)
+                    pos = positions[i]
+                    if inert and pos <= lac and consumer_ids[i] in sub.consumers:
                         continue
                     try:
-                        self._dispatch(sub, cursor, i, cols, lac, settings)
+                        self._dispatch(sub, cursor, i, pos, cols, lac, settings)
                     except EngineRefusal as refusal:
                         result.rejects.append(Reject(cols.row[i], refusal.reason, str(refusal)))
                         result.changed.add(name)  # batch state may have been recorded before it
@@ -648,7 +648,7 @@ class PartitionState:
                 sub.close(cursor, consumer_id, cols.seq[i], now, settings)
                 return
             if kind == DISPATCH:
-                self._dispatch(sub, cursor, i, cols, lac, settings)
+                self._dispatch(sub, cursor, i, cols.dispatch_positions([i])[i], cols, lac, settings)
                 return
             if kind in (NACK, REDELIVER):
                 lo, hi = cols.msg_offsets[i], cols.msg_offsets[i + 1]
@@ -700,11 +700,12 @@ class PartitionState:
         sub: Subscription,
         cursor: Cursor,
         i: int,
+        pos: Position,
         cols: _EventColumns,
         lac: Position,
         settings: SubscriptionSettings,
     ) -> None:
-        pos = cols.positions[i]
+        """DISPATCH event ``i``, of the entry at ``pos``."""
         if pos > lac:
             raise _dispatch_beyond(pos, lac)
         # An acked entry can still be dispatched: a dispatcher sends what it read before the ack
@@ -724,9 +725,9 @@ class PartitionState:
 
     def _message_id(self, batch: EventBatch, cols: _EventColumns, m: int, name: str) -> MessageId:
         lo, hi = cols.ackset_offsets[m], cols.ackset_offsets[m + 1]
-        if hi == lo:
-            return cols.whole_entry_ids[m]
         pos = cols.msg_positions[m]
+        if hi == lo:  # MessageId(pos) without its Python __new__: mostly cumulative acks
+            return tuple.__new__(MessageId, (pos, None, 1))
         mask = words_to_mask(batch.ackset_words[lo:hi].tolist())
         return MessageId(pos, mask, cols.msg_batch_size[m] or self._batch_size_of(name, pos, mask))
 
@@ -920,25 +921,40 @@ class PartitionState:
                 )
             )
             return False
-        whole, sets = cols.whole_entry_ids, cols.ackset_offsets
+        sets = cols.ackset_offsets
         lo, hi = cols.msg_offsets[i], cols.msg_offsets[i + 1]
-        if hi - lo == 1 and sets[lo] == sets[hi]:
-            mids = [whole[lo]]  # most acks: one id, a whole entry
+        consumer_side = cursor.sub_type in _INDIVIDUAL_ACK_MODES and sub.holds_anything()
+        whole = sets[lo] == sets[hi]
+        if whole:
+            # no id carries an ack set (most acks: one id, a whole entry): positions, without a
+            # MessageId each, and no masks for a later id of the command to read
+            positions = cols.msg_positions[lo:hi]
+            if consumer_side:
+                for pos in positions:
+                    sub.ack_entry(cursor, consumer_id, pos, settings)
         else:
-            mids = [
-                whole[m] if sets[m] == sets[m + 1] else self._message_id(batch, cols, m, name)
-                for m in range(lo, hi)
-            ]
-        if cursor.sub_type in _INDIVIDUAL_ACK_MODES and sub.holds_anything():
-            before: dict[Position, int] = {}  # one command: every id reads the state before it
-            written: dict[Position, int] = {}
-            for mid in mids:  # all ids, as Consumer.individualAckNormal (see _individual_acks)
-                sub.ack(
-                    cursor, consumer_id, mid.position, mid.ack_set, mid.batch_size, before, settings, written
-                )
+            mids = [self._message_id(batch, cols, m, name) for m in range(lo, hi)]
+            if consumer_side:
+                before: dict[Position, int] = {}  # one command: every id reads the state before it
+                written: dict[Position, int] = {}
+                for mid in mids:  # all ids, as Consumer.individualAckNormal (see _individual_acks)
+                    sub.ack(
+                        cursor,
+                        consumer_id,
+                        mid.position,
+                        mid.ack_set,
+                        mid.batch_size,
+                        before,
+                        settings,
+                        written,
+                    )
+        enabled = settings.acknowledgment_at_batch_index_level_enabled
         try:
-            if staged is None or not staged.stage(cursor, mids, lac):
-                cursor.ack(mids, self.ledgers, lac, settings.acknowledgment_at_batch_index_level_enabled)
+            if whole:
+                if staged is None or not staged.stage_entries(cursor, positions, lac):
+                    cursor.ack(list(map(MessageId, positions)), self.ledgers, lac, enabled)
+            elif staged is None or not staged.stage(cursor, mids, lac):
+                cursor.ack(mids, self.ledgers, lac, enabled)
         except EngineRefusal as refusal:
             result.rejects.append(Reject(cols.row[i], refusal.reason, f"{refusal}; the call stopped there"))
         return True
@@ -1020,6 +1036,17 @@ class _StagedAcks:
         self.flush(cursor)
         return False
 
+    def stage_entries(self, cursor: Cursor, positions: list[Position], lac: Position) -> bool:
+        """``stage`` of a call whose ids all name whole entries, given as their positions
+        (``Cursor.stage_entry_acks``)."""
+        if self.lac is not None or cursor.can_stage_acks(self.enabled, self.ledgers):
+            previous, self.lac = self.lac, lac
+            if cursor.stage_entry_acks(positions, self.last_entries, lac, self.positions):
+                return True
+            self.lac = previous
+        self.flush(cursor)
+        return False
+
     def flush(self, cursor: Cursor) -> None:
         if self.lac is not None:
             cursor.apply_staged(self.positions, self.ledgers, self.lac)
@@ -1078,31 +1105,25 @@ class _EventColumns:
     """
 
     __slots__ = (
+        "_batch",
         "_sticky",
         "ack_type",
         "ackset_offsets",
         "batch_size",
         "consumer_id",
-        "entry_id",
         "event_time",
         "key",
-        "ledger_id",
         "msg_batch_size",
-        "msg_entry",
-        "msg_ledger",
         "msg_offsets",
         "msg_positions",
-        "positions",
         "row",
         "seq",
         "type",
-        "whole_entry_ids",
     )
-    positions: list[Position]
     msg_positions: list[Position]
-    whole_entry_ids: list[MessageId]
 
     def __init__(self, batch: EventBatch) -> None:
+        self._batch = batch
         self.type: list[int] = batch.type.tolist()
         self.ack_type: list[int] = batch.ack_type.tolist()
         # read only by SUBSCRIBE, CLOSE_CONSUMER, an implicit attach and refusals: read one at a
@@ -1111,47 +1132,38 @@ class _EventColumns:
         self.row = _IntsAt(batch.row)
         self.event_time: list[int] = batch.event_time.tolist()
         self.consumer_id: list[int] = batch.consumer_id.tolist()
-        self.ledger_id: list[int] = batch.ledger_id.tolist()
-        self.entry_id: list[int] = batch.entry_id.tolist()
         self.batch_size: list[int] = batch.batch_size.tolist()
         self.key: list[str | None] = batch.key.tolist()
         self.msg_offsets: list[int] = batch.msg_offsets.tolist()
-        self.msg_ledger: list[int] = batch.msg_ledger.tolist()
-        self.msg_entry: list[int] = batch.msg_entry.tolist()
         self.msg_batch_size: list[int] = batch.msg_batch_size.tolist()
         self.ackset_offsets: list[int] = batch.ackset_offsets.tolist()
         self._sticky: dict[str | None, int] = {}
-        # positions, msg_positions and whole_entry_ids: built at first read (__getattr__)
+        # msg_positions: built at first read (__getattr__)
 
-    def __getattr__(self, name: str) -> list[Any]:
-        """Build a per-batch list at its first read (Python calls this only while the slot is
-        unset; afterwards it is a plain attribute, where a property cost a call per read):
-
-        * ``positions``: each event's (ledger_id, entry_id) as a Position, what a DISPATCH names
-          (one constructor call per DISPATCH was a tenth of the mix's time);
-        * ``msg_positions``: each message id's position (ACK, NACK, REDELIVER);
-        * ``whole_entry_ids``: each message id as ``MessageId(position)``, what it is when it
-          carries no ack set (``PartitionState._message_id`` reads the others from the batch).
-          The array path of a long ack run reads the columns, so a batch of such runs never
-          builds these.
-        """
-        if name == "positions":
-            value: list[Any] = positions_of(self.ledger_id, self.entry_id)
-        elif name == "msg_positions":
-            value = positions_of(self.msg_ledger, self.msg_entry)
-        elif name == "whole_entry_ids":
-            n = len(self.msg_ledger)
-            value = list(
-                map(
-                    tuple.__new__,
-                    repeat(MessageId),
-                    zip(self.msg_positions, repeat(None, n), repeat(1, n), strict=True),
-                )
-            )
-        else:
+    def __getattr__(self, name: str) -> list[Position]:
+        """Build ``msg_positions``, each message id's position (ACK, NACK, REDELIVER), at its
+        first read (Python calls this only while the slot is unset; afterwards it is a plain
+        attribute, where a property cost a call per read). The array path of a long ack run
+        reads the columns, so a batch of such runs never builds it."""
+        if name != "msg_positions":
             raise AttributeError(name)
-        setattr(self, name, value)
+        batch = self._batch
+        value = positions_of(batch.msg_ledger.tolist(), batch.msg_entry.tolist())
+        self.msg_positions = value
         return value
+
+    def dispatch_positions(self, events: list[int]) -> dict[int, Position]:
+        """The position each DISPATCH among ``events`` (batch indices) names, by index.
+
+        Built per segment of the per-event path, for the DISPATCHes that reach it, rather than
+        for every DISPATCH of the batch: about half of the generated mix's DISPATCHes are an
+        Exclusive or Failover subscription's, dropped before (``Subscription.inert_commands``)
+        without reading their position."""
+        batch = self._batch
+        at = np.asarray(events, dtype=np.int64)
+        at = at[batch.type[at] == DISPATCH]
+        named = positions_of(batch.ledger_id[at].tolist(), batch.entry_id[at].tolist())
+        return dict(zip(at.tolist(), named, strict=True))
 
     def sticky_key_hash(self, i: int) -> int:
         """``sticky_key_hash`` of event i's key. Murmur3 in Python costs microseconds and a

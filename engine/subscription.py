@@ -580,7 +580,8 @@ class Subscription:
         leaves go there instead, and the caller folds them into ``shadow`` when the command ends:
         Consumer.individualAckNormal measures every id of one CommandAck against the cursor as it
         was before the command (``getCursorAckSet``; the cursor is updated after the loop), so two
-        ids of one batch in one command each count their own acked indices.
+        ids of one batch in one command each count their own acked indices. ``ack_entry`` is
+        its whole-entry branch for the per-event path.
         """
         out = shadow if written is None else written
         if cursor.sub_type not in SHARED_MODES:
@@ -623,6 +624,41 @@ class Subscription:
                 self.changes.consumers.add(owner.consumer_id)
                 self.changes.pending_changed(owner.consumer_id, pos)
             out[pos] = (mask if mask is not None else (1 << batch_size) - 1) & ack_set
+        # PersistentSubscription.acknowledgeMessage: redeliveryTracker.removeBatch(positions)
+        self._tracker.pop(pos, None)
+
+    def ack_entry(
+        self, cursor: Cursor, consumer_id: int, pos: Position, settings: SubscriptionSettings
+    ) -> None:
+        """``ack`` of an id that names a whole entry, with an empty ``shadow`` and none kept, on a
+        Shared or Key_Shared subscription: what each id of one per-event ACK command is (every id
+        of a command reads the state before it, see ``ack``).
+
+        Most acks are one such id: the per-event path calls this instead of ``ack``, without the
+        ack-set arguments and the two dictionaries a one-id command only throws away. The same
+        steps as ``ack``'s whole-entry branch (``tests/engine/test_fast_paths.py`` compares them).
+        """
+        if self._bulk:
+            self._materialize()
+        # the pending ack it removes: its own, else the holder's
+        owner = self.consumers[consumer_id]
+        pending = owner.pending.get(pos)
+        if pending is None:
+            owner_id = self.holder.get(pos)
+            owner = self.consumers.get(owner_id) if owner_id is not None else None
+            pending = owner.pending.get(pos) if owner is not None else None
+        if owner is not None and pending is not None:
+            acked = pending.batch_size
+            if settings.acknowledgment_at_batch_index_level_enabled:
+                partial = cursor.batch_acks.get(pos)
+                if partial is not None:
+                    acked = unacked_count(partial.unacked)
+            self._remove_pending(owner, pos, settings.max_unacked_messages_per_consumer)
+            owner.unacked_messages -= acked  # _remove_pending recorded the consumer changed
+        if pos in self._redeliveries:
+            self._set_redelivery(pos, None)
+        if self.nacks:
+            self._drop_nacks_at(pos)
         # PersistentSubscription.acknowledgeMessage: redeliveryTracker.removeBatch(positions)
         self._tracker.pop(pos, None)
 

@@ -1,11 +1,14 @@
 """The shortcuts of the per-event path leave what the plain calls leave.
 
-``PartitionState`` stages the cursor side of individual acks (``Cursor.stage_ack``, applied at
-once by ``Cursor.apply_staged``) and passes over the DISPATCHes that change nothing
-(``Subscription.dispatch_is_inert``). Both are exact claims, so switching them off (the plain
-``Cursor.ack`` per call, ``Subscription.dispatch`` per DISPATCH) must give byte-identical state,
-the same changed subscriptions and the same rejects in the same order, on the generated mix and
-on random streams that mix every subscription type, refusals, timers and batch-index acks.
+``PartitionState`` stages the cursor side of individual acks (``Cursor.stage_ack``, and
+``Cursor.stage_entry_acks`` for a command of whole entries, applied at once by
+``Cursor.apply_staged``), takes the consumer side of a whole-entry id through
+``Subscription.ack_entry`` and passes over the DISPATCHes that change nothing
+(``Subscription.dispatch_is_inert``). All are exact claims, so switching them off (the plain
+``Cursor.ack`` per call, ``Subscription.ack`` per id, ``Subscription.dispatch`` per DISPATCH)
+must give byte-identical state, the same changed subscriptions and the same rejects in the same
+order, on the generated mix and on random streams that mix every subscription type, refusals,
+timers and batch-index acks.
 """
 
 from __future__ import annotations
@@ -31,11 +34,20 @@ ENTRIES = 10
 CONSUMERS = (1, 2, 3)
 
 
+def _ack_entry_through_ack(
+    self: Subscription, cursor: Cursor, consumer_id: int, pos: Position, settings: Any
+) -> None:
+    """``ack_entry`` as what it stands for: ``ack`` of a whole-entry id, shadows empty."""
+    Subscription.ack(self, cursor, consumer_id, pos, None, 1, {}, settings, {})
+
+
 @contextmanager
 def plain_calls() -> Iterator[None]:
-    """Every ack call through ``Cursor.ack``, every DISPATCH through ``Subscription.dispatch``."""
+    """Every ack call through ``Cursor.ack``, every id through ``Subscription.ack``, every
+    DISPATCH through ``Subscription.dispatch``."""
     with (
         mock.patch.object(Cursor, "can_stage_acks", lambda self, enabled, ledgers: False),
+        mock.patch.object(Subscription, "ack_entry", _ack_entry_through_ack),
         mock.patch.object(Subscription, "dispatch_is_inert", lambda self, cursor: False),
     ):
         yield
@@ -249,9 +261,10 @@ call = st.lists(st.tuples(st.integers(10, 12), st.integers(-1, 7), st.booleans()
     ]
 )
 def test_staged_calls_are_the_calls_one_by_one(calls):
-    """``stage_ack`` per call and one ``apply_staged`` equal ``ack`` per call, refusals included;
-    a call that cannot be staged (a negative entry id, an entry past its ledger's end) applies
-    what was staged, then itself, and staging waits until every acked entry exists."""
+    """``stage_ack`` per call (``stage_entry_acks`` for a call of whole entries, as
+    ``PartitionState`` stages those) and one ``apply_staged`` equal ``ack`` per call, refusals
+    included; a call that cannot be staged (a negative entry id, an entry past its ledger's end)
+    applies what was staged, then itself, and staging waits until every acked entry exists."""
     ledgers = make_ledgers(4, 4, 4)
     published = [P(10 + k // 4, k % 4) for k in range(12)]
     plain = Cursor.subscribe("Shared", "Earliest", ledgers, published[0])
@@ -273,7 +286,11 @@ def test_staged_calls_are_the_calls_one_by_one(calls):
         try:
             # as PartitionState stages: asks can_stage_acks when nothing is staged
             can = last is not None or staged_cursor.can_stage_acks(False, ledgers)
-            ok = can and staged_cursor.stage_ack(mids, dict(ledgers), lac, staged)
+            if all(mid.ack_set is None for mid in mids):
+                positions = [mid.position for mid in mids]
+                ok = can and staged_cursor.stage_entry_acks(positions, dict(ledgers), lac, staged)
+            else:
+                ok = can and staged_cursor.stage_ack(mids, dict(ledgers), lac, staged)
         except EngineRefusal as refusal:
             ok = True  # refused after staging the positions before it
             refused_staged.append(str(refusal))
