@@ -158,6 +158,25 @@ def failover_switch(run: Run) -> None:
         second.acknowledge(m)
 
 
+def failover_cumulative(run: Run) -> None:
+    """Failover on a non-partitioned topic: the active consumer acks cumulatively, a second one
+    joins (the first, first in the list, stays active) and the first leaves; the second gets the
+    rest again and acks cumulatively part of it."""
+    topic = run.topic("failover-cumulative")
+    first = run.subscribe(topic, "sub", pulsar.ConsumerType.Failover, "foc-a")
+    produce(run, topic, 16)
+    msgs = receive(first, 16)
+    first.acknowledge_cumulative(msgs[5])
+    first.acknowledge(msgs[9])
+    wait_for_backlog(run, topic, "sub", 16 - 7)
+    second = run.subscribe(topic, "sub", pulsar.ConsumerType.Failover, "foc-b")
+    first.close()
+    run.consumers.remove(first)
+    again = drain(second, 2000)
+    if len(again) > 3:
+        second.acknowledge_cumulative(again[3])
+
+
 def shared_batches(run: Run) -> None:
     """Shared, two consumers, batched entries: unacked messages counted per consumer."""
     topic = run.topic("shared-batches")
@@ -182,6 +201,30 @@ def key_shared(run: Run) -> None:
                 consumer.acknowledge(m)
 
 
+def key_shared_close(run: Run) -> None:
+    """Key_Shared: a consumer closes with messages unacked; its keys' entries go to the other
+    consumer, which acks some of them, and then to a third that joins."""
+    topic = run.topic("key-shared-close")
+    one = run.subscribe(topic, "sub", pulsar.ConsumerType.KeyShared, "ksc-a")
+    two = run.subscribe(topic, "sub", pulsar.ConsumerType.KeyShared, "ksc-b")
+    produce(run, topic, 30, keys=6)
+    for consumer in (one, two):
+        for i, m in enumerate(drain(consumer)):
+            if i % 3 == 0:
+                consumer.acknowledge(m)
+    one.close()
+    run.consumers.remove(one)
+    for i, m in enumerate(drain(two)):
+        if i % 2 == 0:
+            two.acknowledge(m)
+    three = run.subscribe(topic, "sub", pulsar.ConsumerType.KeyShared, "ksc-c")
+    produce(run, topic, 12, keys=6)
+    for consumer in (two, three):
+        for i, m in enumerate(drain(consumer)):
+            if i % 2 == 1:
+                consumer.acknowledge(m)
+
+
 def batch_index_acks(run: Run) -> None:
     """Batch-index acks (broker and client both enabled): parts of batches acknowledged."""
     topic = run.topic("batch-index")
@@ -190,6 +233,26 @@ def batch_index_acks(run: Run) -> None:
     msgs = receive(consumer, 20)
     for i in (0, 2, 5, 6, 7, 8, 9, 13, 19):
         consumer.acknowledge(msgs[i])
+
+
+def batch_index_redelivery(run: Run) -> None:
+    """Parts of batches acknowledged, then a redeliver-all: the replays carry the batches' ack
+    sets, and a replayed entry counts only its messages still unacked (``Consumer.sendMessages``
+    subtracts what the ack set says is acked). One more ack of a replayed message follows."""
+    topic = run.topic("batch-index-redelivery")
+    consumer = run.subscribe(topic, "sub", pulsar.ConsumerType.Shared, "bir-1", batch_index_ack_enabled=True)
+    produce(run, topic, 20, batch=5)
+    msgs = receive(consumer, 20)
+    # parts of three batches, then all of the first: once the broker counts three entries left
+    # (msgBacklog counts entries), every ack before them on the connection was applied too
+    acked = (6, 8, 12, 13, 14, 19, 0, 1, 2, 3, 4)
+    for i in acked:
+        consumer.acknowledge(msgs[i])
+    wait_for_backlog(run, topic, "sub", 3)
+    consumer.redeliver_unacknowledged_messages()
+    again = receive(consumer, 20 - len(acked))
+    if again:
+        consumer.acknowledge(again[-1])
 
 
 def negative_acks(run: Run) -> None:
@@ -207,6 +270,29 @@ def negative_acks(run: Run) -> None:
     again = receive(consumer, 2)
     if again:
         consumer.acknowledge(again[0])
+
+
+def dead_letter(run: Run) -> None:
+    """Negative acks past the client's ``max_redeliver_count``: the client publishes the message
+    to its dead-letter topic and acks the original (the broker sees a send and an ack)."""
+    topic = run.topic("dead-letter")
+    consumer = run.subscribe(
+        topic,
+        "sub",
+        pulsar.ConsumerType.Shared,
+        "dl-1",
+        negative_ack_redelivery_delay_ms=200,
+        dead_letter_policy=pulsar.ConsumerDeadLetterPolicy(max_redeliver_count=1),
+    )
+    produce(run, topic, 4)
+    for m in receive(consumer, 4):
+        if m.data() in (b"m1", b"m2"):
+            consumer.negative_acknowledge(m)
+        else:
+            consumer.acknowledge(m)
+    for m in receive(consumer, 2):  # redelivered once, the most the policy allows: nacked again,
+        consumer.negative_acknowledge(m)  # each goes to the dead-letter topic after the nack delay
+    receive(consumer, 1, 2000)  # nothing comes: the time the client takes to dead-letter them
 
 
 def ack_timeout(run: Run) -> None:
@@ -308,6 +394,40 @@ def dedup_resend(run: Run) -> None:
         producer.close()
 
 
+def dedup_batches(run: Run) -> None:
+    """Batched sends resent with deduplication on, by a second producer of the same name.
+
+    The Python (C++) client sends a batch with the sequence id of its first message and no
+    highest sequence id, so the broker judges and records a batch by that one id
+    (``MessageDeduplication.isDuplicateNormal``): of the resent batches 3-7 and 8-12, the first
+    is a duplicate (3 is not above 5, the last recorded) and the second is not. ``run.receipts``
+    gets one receipt per batch, under its first sequence id: every message of it got that one.
+    """
+    topic = run.topic("dedup-batches", ns=DEDUP_NAMESPACE)
+    run.subscribe(topic, "sub", pulsar.ConsumerType.Exclusive, "ddb-1")
+    receipts = run.receipts.setdefault("ddb-producer", [])
+    for ids in (range(0, 10), range(3, 13), range(13, 18)):
+        producer = run.client.create_producer(
+            topic,
+            producer_name="ddb-producer",
+            batching_enabled=True,
+            batching_max_messages=5,
+            batching_max_publish_delay_ms=1000,
+        )
+        for first in range(ids.start, ids.stop, 5):
+            got: set[str] = set()
+            for sequence_id in range(first, first + 5):
+                producer.send_async(
+                    f"b{sequence_id}".encode(),
+                    lambda _, msg_id, got=got: got.add(f"{msg_id.ledger_id()}:{msg_id.entry_id()}"),
+                    sequence_id=sequence_id,
+                )
+            producer.flush()
+            (receipt,) = got  # one entry, or -1:-1 for all of a duplicate batch
+            receipts.append((first, receipt))
+        producer.close()
+
+
 def ack_beyond_last_entry(run: Run) -> None:
     """One ack command whose ids end in a position beyond the last entry.
 
@@ -342,20 +462,63 @@ def non_persistent(run: Run) -> None:
                 consumer.acknowledge(m)
 
 
+UNACKED_LIMIT = 50_000  # maxUnackedMessagesPerConsumer: Pulsar's default, and ackstate's
+LIMIT_MESSAGES = 60_000
+
+
+def unacked_limit(run: Run) -> None:
+    """Shared consumers that stop acking are blocked at ``maxUnackedMessagesPerConsumer``.
+
+    60 batches of 1,000 messages. On ``blocked`` the consumer receives all it is sent and acks
+    nothing: the broker stops at the entry that takes it to the limit (``Consumer.
+    incrementUnackedMessages``) and it stays blocked. On ``unblocked`` the consumer then acks all
+    but 20,000 of what it got, which takes it below half the limit (``Consumer.
+    updateBlockedConsumerOnUnackedMsgs``): the broker unblocks it and sends the rest, which it
+    leaves unacked. The broker's own stats must show the block, or the scenario proves nothing.
+    """
+    topic = run.topic("unacked-limit")
+    blocked = run.subscribe(topic, "blocked", pulsar.ConsumerType.Shared, "ul-b")
+    unblocked = run.subscribe(topic, "unblocked", pulsar.ConsumerType.Shared, "ul-u")
+    produce(run, topic, LIMIT_MESSAGES, batch=1000)
+    for consumer, sub in ((blocked, "blocked"), (unblocked, "unblocked")):
+        got = receive(consumer, LIMIT_MESSAGES, 1000)
+        stats = consumer_stats(run, topic, sub)
+        if not UNACKED_LIMIT <= len(got) < LIMIT_MESSAGES or not stats["blockedConsumerOnUnackedMsgs"]:
+            raise AssertionError(f"{topic} {sub}: not blocked after {len(got)} messages: {stats}")
+    for m in got[:-20_000]:
+        unblocked.acknowledge(m)
+    left = LIMIT_MESSAGES - len(got)
+    rest = receive(unblocked, left, RECEIVE_MS)
+    if len(rest) != left:
+        raise AssertionError(f"{topic} unblocked: {len(rest)} of the {left} messages left came")
+
+
+def consumer_stats(run: Run, topic: str, sub: str) -> dict[str, Any]:
+    """The broker's stats of the one consumer of ``sub``."""
+    (consumer,) = run.broker.admin(admin_path(topic) + "/stats")["subscriptions"][sub]["consumers"]
+    return consumer
+
+
 SCENARIOS: tuple[Callable[[Run], None], ...] = (
     ack_timeout,  # first: its 10 s run while the others play
     exclusive_holes,
     exclusive_cumulative,
     failover_switch,
+    failover_cumulative,
     shared_batches,
     key_shared,
+    key_shared_close,
     batch_index_acks,
+    batch_index_redelivery,
     negative_acks,
+    dead_letter,
     redeliver_all,
     close_and_reconnect,
     dedup_resend,
+    dedup_batches,
     ack_beyond_last_entry,
     non_persistent,
+    unacked_limit,
 )
 
 

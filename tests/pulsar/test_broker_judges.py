@@ -171,6 +171,21 @@ def test_dedup_receipts_equal_what_the_producer_was_answered(spark: SparkSession
     assert ours == theirs
 
 
+def test_batched_dedup_receipts_equal_what_the_producer_was_answered(
+    spark: SparkSession, judged: JudgedRun
+) -> None:
+    """A batch is one send: ackstate's verdict on each batch, in the order they were sent, is
+    the receipt the client got for the batch's messages."""
+    rows = (
+        read_table(spark, judged.warehouse, "send_receipts").where("producer_name = 'ddb-producer'").collect()
+    )
+    ours = [(r["sequence_id"], r["receipt"]) for r in sorted(rows, key=lambda r: r["seq"])]
+    assert ours == judged.run.receipts["ddb-producer"]
+    assert [r["dedup_status"] for r in sorted(rows, key=lambda r: r["seq"])] == [
+        "NotDup", "NotDup", "Dup", "NotDup", "NotDup"
+    ]  # fmt: skip
+
+
 def test_the_brokers_stream_has_no_rejected_event(spark: SparkSession, judged: JudgedRun) -> None:
     """Every event the plugin wrote is one ackstate accepts, but the ack commands that
     ``ack_beyond_last_entry`` sends on purpose: the broker refuses their last id too, and
