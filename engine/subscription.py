@@ -586,15 +586,7 @@ class Subscription:
         out = shadow if written is None else written
         if cursor.sub_type not in SHARED_MODES:
             return
-        if self._bulk:
-            self._materialize()
-        # the pending ack it removes: its own, else the holder's (``pending`` None: not held)
-        owner = self.consumers[consumer_id]
-        pending = owner.pending.get(pos)
-        if pending is None:
-            owner_id = self.holder.get(pos)
-            owner = self.consumers.get(owner_id) if owner_id is not None else None
-            pending = owner.pending.get(pos) if owner is not None else None
+        owner, pending = self._acked_pending(consumer_id, pos)
         enabled = settings.acknowledgment_at_batch_index_level_enabled
         mask = None  # the unacked-index mask before this id; only batch-index acks read it
         if enabled:
@@ -610,10 +602,7 @@ class Subscription:
                 self._remove_pending(owner, pos, settings.max_unacked_messages_per_consumer)
                 owner.unacked_messages -= acked  # _remove_pending recorded the consumer changed
             out[pos] = 0
-            if pos in self._redeliveries:
-                self._set_redelivery(pos, None)
-            if self.nacks:
-                self._drop_nacks_at(pos)
+            self._entry_acked(pos)
         elif enabled:
             if owner is not None and pending is not None:
                 if mask is not None:
@@ -638,15 +627,7 @@ class Subscription:
         ack-set arguments and the two dictionaries a one-id command only throws away. The same
         steps as ``ack``'s whole-entry branch (``tests/engine/test_fast_paths.py`` compares them).
         """
-        if self._bulk:
-            self._materialize()
-        # the pending ack it removes: its own, else the holder's
-        owner = self.consumers[consumer_id]
-        pending = owner.pending.get(pos)
-        if pending is None:
-            owner_id = self.holder.get(pos)
-            owner = self.consumers.get(owner_id) if owner_id is not None else None
-            pending = owner.pending.get(pos) if owner is not None else None
+        owner, pending = self._acked_pending(consumer_id, pos)
         if owner is not None and pending is not None:
             acked = pending.batch_size
             if settings.acknowledgment_at_batch_index_level_enabled:
@@ -655,12 +636,31 @@ class Subscription:
                     acked = unacked_count(partial.unacked)
             self._remove_pending(owner, pos, settings.max_unacked_messages_per_consumer)
             owner.unacked_messages -= acked  # _remove_pending recorded the consumer changed
+        self._entry_acked(pos)
+        # PersistentSubscription.acknowledgeMessage: redeliveryTracker.removeBatch(positions)
+        self._tracker.pop(pos, None)
+
+    def _acked_pending(self, consumer_id: int, pos: Position) -> tuple[Consumer | None, PendingAck | None]:
+        """The pending ack an individual ack of ``pos`` by ``consumer_id`` removes, and whose it
+        is: the acking consumer's own, else the holder's (``Consumer.individualAckNormal`` acks
+        for the owner when another consumer acks); ``(None, None)`` or a None pending ack when
+        nobody holds it."""
+        if self._bulk:
+            self._materialize()
+        owner: Consumer | None = self.consumers[consumer_id]
+        pending = owner.pending.get(pos)
+        if pending is None:
+            owner_id = self.holder.get(pos)
+            owner = self.consumers.get(owner_id) if owner_id is not None else None
+            pending = owner.pending.get(pos) if owner is not None else None
+        return owner, pending
+
+    def _entry_acked(self, pos: Position) -> None:
+        """A whole entry is acked: it leaves the redelivery set and the nacks waiting their delay."""
         if pos in self._redeliveries:
             self._set_redelivery(pos, None)
         if self.nacks:
             self._drop_nacks_at(pos)
-        # PersistentSubscription.acknowledgeMessage: redeliveryTracker.removeBatch(positions)
-        self._tracker.pop(pos, None)
 
     # ---- NACK / REDELIVER ----------------------------------------------------------------
     def nack(self, cursor: Cursor, consumer_id: int, positions: list[Position], now: int) -> None:
