@@ -25,7 +25,7 @@ from jobs.platform.tables import read_table
 from jobs.read.stats import read_internal_stats, read_stats
 from tests.pulsar import scenarios
 from tests.pulsar.judge import ackstate_view, broker_view
-from tests.pulsar.scenarios import DEDUP_NAMESPACE, Run
+from tests.pulsar.scenarios import Run, make_dedup_namespace
 from tests.pulsar.test_broker_judges import (
     BROKER_CONF,
     SETTINGS,
@@ -88,8 +88,7 @@ def via_kafka(
         root / "broker", kafka_servers=kafka.bootstrap_servers, kafka_topic=TOPIC, conf=BROKER_CONF
     )
     with broker:
-        broker.admin(f"/admin/v2/namespaces/{DEDUP_NAMESPACE}", "PUT", {})
-        broker.admin(f"/admin/v2/namespaces/{DEDUP_NAMESPACE}/deduplication", "POST", True)
+        make_dedup_namespace(broker)
         run = Run(broker, prefix="kafka")
         try:
             for play in PLAYS:

@@ -27,6 +27,12 @@ RECEIVE_MS = 5000
 ACK_TIMEOUT_MS = 10_000  # the Python (C++) client's minimum
 
 
+def make_dedup_namespace(broker: StandaloneBroker) -> None:
+    """``DEDUP_NAMESPACE`` with its deduplication policy on: where the dedup scenarios publish."""
+    broker.admin(f"/admin/v2/namespaces/{DEDUP_NAMESPACE}", "PUT", {})
+    broker.admin(f"/admin/v2/namespaces/{DEDUP_NAMESPACE}/deduplication", "POST", True)
+
+
 @dataclass
 class Run:
     """One run of scenarios against one broker: its clients, topics and what they observed."""

@@ -25,7 +25,7 @@ from jobs.platform.session import get_spark
 from tests.conftest import TEST_SPARK_CONF
 from tests.pulsar import scenarios
 from tests.pulsar.judge import differences
-from tests.pulsar.scenarios import Run
+from tests.pulsar.scenarios import Run, make_dedup_namespace
 from tests.pulsar.test_broker_judges import BROKER_CONF, judge
 
 log = logging.getLogger("ackstate.stress")
@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(tempfile.mkdtemp(prefix="ackstate-stress-"))
         sink, warehouse = root / "events", root / "warehouse"
         with StandaloneBroker(root / "broker", sink_dir=sink, conf=BROKER_CONF) as broker:
+            make_dedup_namespace(broker)
             judged = judge(spark, Run(broker, prefix=f"r{n}"), (play,), sink, warehouse)
         found = [
             f"{moment} {name}{line}"

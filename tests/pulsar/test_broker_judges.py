@@ -28,7 +28,7 @@ from jobs.platform.tables import read_table
 from jobs.read.stats import read_internal_stats, read_stats
 from tests.pulsar import scenarios
 from tests.pulsar.judge import ackstate_view, broker_view, differences
-from tests.pulsar.scenarios import DEDUP_NAMESPACE, Run
+from tests.pulsar.scenarios import DEDUP_NAMESPACE, Run, make_dedup_namespace
 
 BROKER_CONF = {
     "acknowledgmentAtBatchIndexLevelEnabled": "true",
@@ -110,8 +110,7 @@ def judged(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Ite
     root = tmp_path_factory.mktemp("judged")
     sink, warehouse = root / "events", root / "warehouse"
     with StandaloneBroker(root / "broker", sink_dir=sink, conf=BROKER_CONF) as broker:
-        broker.admin(f"/admin/v2/namespaces/{DEDUP_NAMESPACE}", "PUT", {})
-        broker.admin(f"/admin/v2/namespaces/{DEDUP_NAMESPACE}/deduplication", "POST", True)
+        make_dedup_namespace(broker)
         judged = judge(spark, Run(broker, prefix="judge"), scenarios.SCENARIOS, sink, warehouse)
     yield judged
 
