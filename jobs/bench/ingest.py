@@ -322,19 +322,16 @@ def ackstate_options(config: AckstateConfig | None, source: str, warehouse: Path
     """The ingest a bench measures: one file per micro-batch, and what ``--conf`` says of the
     engine (``EngineSettings``) and of the batch's table writes (``[ingest] write_threads``),
     as ``ackstate ingest --conf`` would run it; the packaged defaults without one."""
-    from engine import EngineSettings
-    from jobs.ingest.options import IngestOptions
+    from jobs.ingest.options import IngestOptions, engine_settings, write_threads
+    from jobs.platform.config import load_config
 
-    if config is None:
-        return IngestOptions(source=source, warehouse=str(warehouse), max_files_per_trigger=1)
+    config = config or load_config()
     return IngestOptions(
         source=source,
         warehouse=str(warehouse),
         max_files_per_trigger=1,
-        settings=EngineSettings.from_config(
-            {**config.engine, "implicit_consumers": bool(config.ingest.get("implicit_consumers", False))}
-        ),
-        write_threads=int(config.ingest.get("write_threads", IngestOptions.write_threads)),
+        settings=engine_settings(config),
+        write_threads=write_threads(config),
     )
 
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine import EngineSettings
 from jobs.compact.compaction import CompactOptions
 from jobs.platform import locations
 from jobs.platform.checkpoints import CHECKPOINTS_DIR
+
+if TYPE_CHECKING:
+    from jobs.platform.config import AckstateConfig
 
 
 @dataclass(frozen=True)
@@ -57,3 +60,16 @@ class IngestOptions:
         if self.query_id:
             return self.query_id
         return "ackstate-ingest-" + hashlib.sha1(self.checkpoint_path.encode()).hexdigest()[:16]
+
+
+def engine_settings(config: AckstateConfig, implicit_consumers: bool | None = None) -> EngineSettings:
+    """The engine settings an ingest obeys: the ``--conf`` engine keys, and ``implicit_consumers``
+    (``--implicit-consumers`` when given, else ``[ingest] implicit_consumers``, default false)."""
+    if implicit_consumers is None:
+        implicit_consumers = bool(config.ingest.get("implicit_consumers", False))
+    return EngineSettings.from_config({**config.engine, "implicit_consumers": implicit_consumers})
+
+
+def write_threads(config: AckstateConfig) -> int:
+    """``[ingest] write_threads``: how many table writes of a batch run at once."""
+    return int(config.ingest.get("write_threads", IngestOptions.write_threads))

@@ -13,10 +13,9 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from engine import EngineSettings
 from jobs.compact.compaction import CompactOptions
 from jobs.ingest.batch import BatchWriter
-from jobs.ingest.options import IngestOptions
+from jobs.ingest.options import IngestOptions, engine_settings, write_threads
 from jobs.platform import locations, progress
 from jobs.platform.checkpoints import HeartbeatThread, register, uncommitted_batch
 from jobs.platform.errors import IngestError
@@ -162,10 +161,8 @@ def run(args: argparse.Namespace) -> int:
         checkpoint=getattr(args, "checkpoint", None),
         max_files_per_trigger=getattr(args, "max_files_per_trigger", None)
         or args.config.ingest.get("max_files_per_trigger"),
-        settings=EngineSettings.from_config(
-            {**args.config.engine, "implicit_consumers": implicit_consumers(args)}
-        ),
-        write_threads=int(args.config.ingest.get("write_threads", 4)),
+        settings=engine_settings(args.config, getattr(args, "implicit_consumers", None)),
+        write_threads=write_threads(args.config),
         compact_every=compact_every,
         compaction=replace(CompactOptions.from_args(args), trims=()) if compact_every else None,
     )
@@ -184,6 +181,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def implicit_consumers(args: argparse.Namespace) -> bool:
-    """``--implicit-consumers``, else ``[ingest] implicit_consumers`` (default false)."""
-    flag = getattr(args, "implicit_consumers", None)
-    return bool(flag if flag is not None else args.config.ingest.get("implicit_consumers", False))
+    """``--implicit-consumers``, else ``[ingest] implicit_consumers`` (default false): what
+    ``engine_settings`` gives the engine."""
+    return engine_settings(args.config, getattr(args, "implicit_consumers", None)).implicit_consumers
