@@ -147,15 +147,16 @@ class KafkaServer:
         path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
         return path
 
-    def format_storage(self) -> None:
-        """Write the KRaft metadata directory, once per ``workdir`` (a restart keeps its data).
+    def format_storage(self) -> Path:
+        """Write the server's settings, and the KRaft metadata directory once per ``workdir`` (a
+        restart keeps its data); returns the settings file.
 
         The id goes as ``--cluster-id=ID``: one random id in 64 starts with ``-``, and as a
         separate argument the tool's parser takes it for an option and refuses it."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         conf = self._write_conf()
         if (self.workdir / "data" / "meta.properties").exists():
-            return
+            return conf
         args = ["format", f"--cluster-id={self.cluster_id}", "-c", str(conf)]
         with self.log_file.open("ab") as fh:
             done = subprocess.run(
@@ -168,10 +169,10 @@ class KafkaServer:
             raise KafkaSetupError(
                 f"formatting Kafka's storage failed (exit {done.returncode}); see {self.log_file}"
             )
+        return conf
 
     def start(self, timeout: float = 60.0) -> None:
-        self.format_storage()
-        conf = self.workdir / "server.properties"
+        conf = self.format_storage()
         fh = self.log_file.open("ab")
         self.process = subprocess.Popen(
             self._java("kafka.Kafka", str(conf)),
