@@ -53,7 +53,7 @@ class Run:
         domain = "persistent" if persistent else "non-persistent"
         topic = f"{domain}://{ns}/{self.prefix}-{name}"
         if partitions:
-            self.broker.admin(f"/admin/v2/{domain}/{ns}/{self.prefix}-{name}/partitions", "PUT", partitions)
+            self.broker.admin(admin_path(topic) + "/partitions", "PUT", partitions)
         self.topics.append((topic, partitions, self.scenario))
         return topic
 
@@ -355,11 +355,15 @@ def acks_racing_replays(run: Run) -> None:
         time.sleep(rng.uniform(0.0, 0.1))
 
 
+def subscription_stats(run: Run, topic: str, sub: str) -> dict[str, Any]:
+    """The broker's stats of ``sub`` (``/stats``), as the admin API gives them now."""
+    return run.broker.admin(admin_path(topic) + "/stats")["subscriptions"][sub]
+
+
 def wait_for_backlog(run: Run, topic: str, sub: str, backlog: int, timeout_s: float = 30) -> None:
     """Until the broker's ``msgBacklog`` of ``sub`` is ``backlog`` (an ack it has applied)."""
-    path = admin_path(topic) + "/stats"
     deadline = time.monotonic() + timeout_s
-    while run.broker.admin(path)["subscriptions"][sub]["msgBacklog"] != backlog:
+    while subscription_stats(run, topic, sub)["msgBacklog"] != backlog:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{topic} {sub}: msgBacklog never reached {backlog}")
         time.sleep(0.05)
@@ -476,14 +480,15 @@ def unacked_limit(run: Run) -> None:
     blocked = run.subscribe(topic, "blocked", pulsar.ConsumerType.Shared, "ul-b")
     unblocked = run.subscribe(topic, "unblocked", pulsar.ConsumerType.Shared, "ul-u")
     produce(run, topic, LIMIT_MESSAGES, batch=1000)
+    got: dict[str, list[pulsar.Message]] = {}
     for consumer, sub in ((blocked, "blocked"), (unblocked, "unblocked")):
-        got = receive(consumer, LIMIT_MESSAGES, 1000)
+        got[sub] = receive(consumer, LIMIT_MESSAGES, 1000)
         stats = consumer_stats(run, topic, sub)
-        if not UNACKED_LIMIT <= len(got) < LIMIT_MESSAGES or not stats["blockedConsumerOnUnackedMsgs"]:
-            raise AssertionError(f"{topic} {sub}: not blocked after {len(got)} messages: {stats}")
-    for m in got[:-20_000]:
+        if not UNACKED_LIMIT <= len(got[sub]) < LIMIT_MESSAGES or not stats["blockedConsumerOnUnackedMsgs"]:
+            raise AssertionError(f"{topic} {sub}: not blocked after {len(got[sub])} messages: {stats}")
+    for m in got["unblocked"][:-20_000]:
         unblocked.acknowledge(m)
-    left = LIMIT_MESSAGES - len(got)
+    left = LIMIT_MESSAGES - len(got["unblocked"])
     rest = receive(unblocked, left, RECEIVE_MS)
     if len(rest) != left:
         raise AssertionError(f"{topic} unblocked: {len(rest)} of the {left} messages left came")
@@ -491,7 +496,7 @@ def unacked_limit(run: Run) -> None:
 
 def consumer_stats(run: Run, topic: str, sub: str) -> dict[str, Any]:
     """The broker's stats of the one consumer of ``sub``."""
-    (consumer,) = run.broker.admin(admin_path(topic) + "/stats")["subscriptions"][sub]["consumers"]
+    (consumer,) = subscription_stats(run, topic, sub)["consumers"]
     return consumer
 
 
