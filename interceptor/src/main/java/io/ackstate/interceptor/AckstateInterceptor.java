@@ -154,11 +154,17 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
      * already handed that consumer's pending acks back; a SUBSCRIBE again would revive it.
      */
     private TrackedConsumer announce(ServerCnx cnx, Consumer consumer) {
-        TrackedConsumer tracked = announced.get(consumer);
-        if (tracked == null || tracked.consumer() != consumer) {
+        TrackedConsumer tracked = announcedAs(consumer);
+        if (tracked == null) {
             tracked = announceOnce(cnx, consumer);
         }
         return tracked.isClosed() ? null : tracked;
+    }
+
+    /** The very consumer's entry in {@link #announced}, or null: the map finds an equal one too. */
+    private TrackedConsumer announcedAs(Consumer consumer) {
+        TrackedConsumer tracked = announced.get(consumer);
+        return tracked != null && tracked.consumer() == consumer ? tracked : null;
     }
 
     /** The SUBSCRIBE is queued before the consumer is in {@link #announced}, so every other event
@@ -287,8 +293,8 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     /** The replays in flight of an announced consumer's subscription; null for one not announced,
      *  or without pending acks on a persistent topic. No lock, and nothing is announced here. */
     private ReplaysInFlight replaysOf(Consumer consumer) {
-        TrackedConsumer tracked = announced.get(consumer);
-        return tracked != null && tracked.consumer() == consumer ? tracked.replays() : null;
+        TrackedConsumer tracked = announcedAs(consumer);
+        return tracked == null ? null : tracked.replays();
     }
 
     /** Before the broker applies an ack: its replays in flight, as the pending acks hold them now. */
