@@ -13,6 +13,7 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from engine import EngineSettings
 from jobs.compact.compaction import CompactOptions
 from jobs.ingest.batch import BatchWriter
 from jobs.ingest.options import IngestOptions, engine_settings, write_threads
@@ -161,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         checkpoint=getattr(args, "checkpoint", None),
         max_files_per_trigger=getattr(args, "max_files_per_trigger", None)
         or args.config.ingest.get("max_files_per_trigger"),
-        settings=engine_settings(args.config, getattr(args, "implicit_consumers", None)),
+        settings=command_settings(args),
         write_threads=write_threads(args.config),
         compact_every=compact_every,
         compaction=replace(CompactOptions.from_args(args), trims=()) if compact_every else None,
@@ -180,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def implicit_consumers(args: argparse.Namespace) -> bool:
-    """``--implicit-consumers``, else ``[ingest] implicit_consumers`` (default false): what
-    ``engine_settings`` gives the engine."""
-    return engine_settings(args.config, getattr(args, "implicit_consumers", None)).implicit_consumers
+def command_settings(args: argparse.Namespace) -> EngineSettings:
+    """The engine settings ``ackstate ingest`` runs with: ``engine_settings`` of its ``--conf``,
+    with ``--implicit-consumers`` when given over ``[ingest] implicit_consumers``."""
+    return engine_settings(args.config, getattr(args, "implicit_consumers", None))

@@ -220,11 +220,11 @@ def test_implicit_consumers_reach_the_engine_settings(
     tmp_path: Path, argv: list[str], conf: str, expected: bool
 ) -> None:
     """The flag, else ``[ingest] implicit_consumers``, is what the engine obeys."""
-    from jobs.ingest.query import implicit_consumers
+    from jobs.ingest.query import command_settings
     from jobs.platform.config import load_config
 
     path = tmp_path / "a.toml"
     path.write_text(conf)
     args = cli.build_parser().parse_args(["ingest", "--source", "in", *argv])
     args.config = load_config(str(path))
-    assert implicit_consumers(args) is expected
+    assert command_settings(args).implicit_consumers is expected
