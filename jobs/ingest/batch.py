@@ -3,7 +3,9 @@
 For each micro-batch of the query (``jobs.ingest.query``), ``BatchWriter``:
 
 1. splits the records into valid events and rejected records (``jobs.ingest.validate``);
-2. reads the state of the topic partitions the batch touches (``topic_partitions``, ``cursors``);
+2. reads the state of the topic partitions the batch touches (``topic_partitions``, ``cursors``),
+   or takes it from the last batch when no other writer has committed to them since
+   (``jobs.ingest.warm``);
 3. cogroups events and state by (topic, partition) and applies them in the Arrow UDF
    ``udfs.apply.apply_partition``, which calls the engine: replays are dropped there
    (``stale_seq``), broker refusals recorded, new state and projection changes returned;
@@ -32,18 +34,19 @@ from __future__ import annotations
 import logging
 import queue
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobs.compact.compaction import CompactOptions
 from jobs.ingest.options import IngestOptions
-from jobs.ingest.projections import PROJECTIONS, Projection, refusals, state_input
-from jobs.ingest.recovery import pinned_versions, read_tag, read_versions
+from jobs.ingest.projections import PROJECTIONS, Projection, refusals, state_input, with_trim_requests
+from jobs.ingest.recovery import STATE_TABLES, pinned_versions, read_tag, read_versions
+from jobs.ingest.warm import PartitionKey, WarmState
 from jobs.platform import progress
 from jobs.platform.delta_writer import DeltaWriter
-from jobs.platform.tables import read_table
+from jobs.platform.tables import latest_version, read_table
 from schemas.tables import REJECTED_EVENT_COLUMNS
 from schemas.udf import APPLY_EVENT_COLUMNS, APPLY_OUTPUT, CURSOR, PARTITION
 
@@ -131,6 +134,8 @@ class BatchWriter:
         self._written = 0  # batches with input, for [ingest] compact_every
         self._sessions: list[SparkSession] = []  # for concurrent writes (_write_sessions)
         self.writer = DeltaWriter(options.warehouse, options.app_id, on_write=self._written_one)
+        self.warm = WarmState() if options.warm_state else None
+        """The state the last batches committed (``jobs.ingest.warm``); None: always read Delta."""
         self.repeats: int | None = -1
         """The batch an earlier run began and did not commit (set by ``start_ingest`` from the
         checkpoint; None: none; -1: unknown, so the first batch looks for its own commits)."""
@@ -205,21 +210,13 @@ class BatchWriter:
         self._phases.done("validate")
         try:
             keys = ["topic", "partition"]
-            touched = valid.select(*keys).distinct()
+            touched = [(r["topic"], r["partition"]) for r in valid.select(*keys).distinct().collect()]
             # pinned: the versions a crashed run of this batch read (a version of a table it
             # did not know, e.g. ledger_trims, is absent: nothing to read there)
             versions = pinned or read_versions(spark, self.options.warehouse)
             tag = read_tag(tag, versions)
-            partitions = read_table(
-                spark, self.options.warehouse, "topic_partitions", as_of=versions.get("topic_partitions")
-            ).join(touched, keys, "left_semi")
-            cursors = read_table(
-                spark, self.options.warehouse, "cursors", as_of=versions.get("cursors")
-            ).join(touched, keys, "left_semi")
-            partitions = partitions.join(self._trim_requests(spark, versions, touched), keys, "left")
-            state = state_input(partitions, cursors)
-            # materialised: the state of the touched partitions is small (one row per cursor)
-            state = state.localCheckpoint(eager=True)
+            base = self._state_rows(spark, versions, touched, warm=not pinned)
+            state = with_trim_requests(base, self._trim_requests(spark, versions, touched))
             self._phases.done("read state")
             settings = self.options.settings
 
@@ -238,12 +235,61 @@ class BatchWriter:
                 .localCheckpoint(eager=True)
             )
             self._phases.done("apply")
-            figures = self._write(spark, valid, rejected, out, batch_id, tag, input_rows, started)
+            keep = None
+            if self.warm is not None and not pinned:
+
+                def keep(tables: Collection[str], lineage: list[Any]) -> None:
+                    self._keep_state(spark, base, out, lineage, touched, versions, tables)
+
+            figures = self._write(spark, valid, rejected, out, batch_id, tag, input_rows, started, keep)
         finally:
             marked.unpersist()
         progress.record(figures)
 
-    def _trim_requests(self, spark: SparkSession, versions: dict[str, int], touched: DataFrame) -> DataFrame:
+    def _state_rows(
+        self, spark: SparkSession, versions: dict[str, int], touched: list[PartitionKey], *, warm: bool
+    ) -> DataFrame:
+        """The ``STATE_INPUT`` rows (no trim requested) of the ``touched`` partitions at
+        ``versions``: kept from the last batch (``jobs.ingest.warm``) when they still equal
+        those versions, else read from Delta. Materialised: a plan that reads ``cursors`` would
+        be invalidated (and silently recomputed from the new state) by this batch's own MERGE."""
+        from pyspark.sql import functions as F
+
+        keys = ["topic", "partition"]
+        touched_frame = F.broadcast(spark.createDataFrame(touched, "topic string, partition int"))
+        if warm and self.warm is not None:
+            kept = self.warm.rows_for(versions, touched, touched_frame)
+            if kept is not None:
+                log.debug("batch state: %d topic partition(s) kept from the last batch", len(touched))
+                return kept
+        partitions = read_table(
+            spark, self.options.warehouse, "topic_partitions", as_of=versions.get("topic_partitions")
+        ).join(touched_frame, keys, "left_semi")
+        cursors = read_table(spark, self.options.warehouse, "cursors", as_of=versions.get("cursors")).join(
+            touched_frame, keys, "left_semi"
+        )
+        return state_input(partitions, cursors).localCheckpoint(eager=True)
+
+    def _keep_state(
+        self,
+        spark: SparkSession,
+        base: DataFrame,
+        out: DataFrame,
+        lineage: list[Any],
+        touched: list[PartitionKey],
+        read: dict[str, int],
+        tables: Collection[str],
+    ) -> None:
+        """Keep the state this batch committed for the next (``jobs.ingest.warm``): the tables
+        must be at the versions it read plus its own commits to them."""
+        assert self.warm is not None
+        expected = {t: read[t] + (1 if t in tables else 0) for t in STATE_TABLES}
+        latest = {t: latest_version(spark, self.options.warehouse, t) for t in STATE_TABLES}
+        self.warm.keep(base, out, lineage, touched, read, expected, latest)
+
+    def _trim_requests(
+        self, spark: SparkSession, versions: dict[str, int], touched: list[PartitionKey]
+    ) -> DataFrame:
         """The largest requested first retained ledger of each touched partition (trims only move
         forward; one already applied deletes nothing again)."""
         from pyspark.sql import functions as F
@@ -253,7 +299,11 @@ class BatchWriter:
             return spark.createDataFrame([], "topic string, partition int, first_retained_ledger long")
         return (
             read_table(spark, self.options.warehouse, "ledger_trims", as_of=version)
-            .join(touched, ["topic", "partition"], "left_semi")
+            .join(
+                F.broadcast(spark.createDataFrame(touched, "topic string, partition int")),
+                ["topic", "partition"],
+                "left_semi",
+            )
             .groupBy("topic", "partition")
             .agg(F.max("first_retained_ledger").alias("first_retained_ledger"))
         )
@@ -269,7 +319,10 @@ class BatchWriter:
         tag: str,
         input_rows: int,
         started: float,
+        keep: Callable[[Collection[str], list[Any]], None] | None = None,
     ) -> progress.BatchFigures:
+        """Write the batch's tables, then ``ingest_batches``; ``keep`` is called in between with
+        the tables written (and the batch's lineage columns)."""
         from pyspark.sql import functions as F
 
         lineage = [
@@ -314,6 +367,9 @@ class BatchWriter:
         ) as frames:
             self._run_writes(spark, frames, writes)
         self._phases.done("writes")
+        if keep is not None:
+            keep([table for table, _ in writes], lineage)
+            self._phases.done("keep state")
 
         partition_row = kinds.get(PARTITION)
         stale = int(reasons.get("stale_seq", 0))

@@ -28,6 +28,10 @@ class IngestOptions:
     settings: EngineSettings = field(default_factory=EngineSettings)
     write_threads: int = 4
     """How many table writes of a batch run at once (each in its own session; 1 = one by one)."""
+    warm_state: bool = True
+    """``[ingest] warm_state``: a batch takes the state of its topic partitions from the last
+    batch's when no other writer changed the state tables since (``jobs.ingest.warm``);
+    false: every batch reads it from Delta."""
     kafka: Mapping[str, Any] = field(default_factory=dict)
     """``[kafka]`` (``format`` kafka): ``bootstrap_servers``, ``starting_offsets``,
     ``max_offsets_per_trigger``, and ``options`` passed to the consumer as ``kafka.<key>``."""
@@ -73,3 +77,8 @@ def engine_settings(config: AckstateConfig, implicit_consumers: bool | None = No
 def write_threads(config: AckstateConfig) -> int:
     """``[ingest] write_threads``: how many table writes of a batch run at once."""
     return int(config.ingest.get("write_threads", IngestOptions.write_threads))
+
+
+def warm_state(config: AckstateConfig) -> bool:
+    """``[ingest] warm_state``: keep the committed state between batches (default true)."""
+    return bool(config.ingest.get("warm_state", IngestOptions.warm_state))

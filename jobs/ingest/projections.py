@@ -33,6 +33,7 @@ from schemas.udf import (
     RECEIPT,
     REDELIVERY,
     REJECT,
+    STATE_INPUT,
 )
 
 if TYPE_CHECKING:
@@ -190,9 +191,15 @@ def refusals(out: DataFrame) -> DataFrame:
 
 def state_input(partitions: DataFrame, cursors: DataFrame) -> DataFrame:
     """``schemas.udf.STATE_INPUT`` rows of the apply and trim UDFs: one per topic partition (its
-    ``topic_partitions`` row, with the requested ``first_retained_ledger``) and one per cursor."""
+    ``topic_partitions`` row, with the requested ``first_retained_ledger`` where ``partitions``
+    has that column, else none) and one per cursor."""
     from pyspark.sql import functions as F
 
+    trim = (
+        F.col("first_retained_ledger")
+        if "first_retained_ledger" in partitions.columns
+        else F.lit(None).cast("long").alias("first_retained_ledger")
+    )
     return partitions.select(
         "topic",
         "partition",
@@ -203,7 +210,7 @@ def state_input(partitions: DataFrame, cursors: DataFrame) -> DataFrame:
         "last_event_time",
         F.lit(None).cast("binary").alias("subscription_state"),
         "producers_state",
-        "first_retained_ledger",
+        trim,
     ).unionByName(
         cursors.select(
             "topic",
@@ -217,4 +224,20 @@ def state_input(partitions: DataFrame, cursors: DataFrame) -> DataFrame:
             F.lit(None).cast("binary").alias("producers_state"),
             F.lit(None).cast("long").alias("first_retained_ledger"),
         )
+    )
+
+
+def with_trim_requests(state: DataFrame, requests: DataFrame) -> DataFrame:
+    """``STATE_INPUT`` rows with the ledger trims requested for their partitions (``requests``:
+    topic, partition, first_retained_ledger, one row per partition) on the partition rows."""
+    from pyspark.sql import functions as F
+
+    asked = requests.select("topic", "partition", F.col("first_retained_ledger").alias("_asked"))
+    return state.join(asked, ["topic", "partition"], "left").select(
+        *[
+            F.when(F.col("kind") == PARTITION, F.col("_asked")).alias(name)
+            if name == "first_retained_ledger"
+            else F.col(name)
+            for name in STATE_INPUT.fieldNames()
+        ]
     )

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from engine import EngineSettings
 from jobs.compact.compaction import CompactOptions
 from jobs.ingest.batch import BatchWriter
-from jobs.ingest.options import IngestOptions, engine_settings, write_threads
+from jobs.ingest.options import IngestOptions, engine_settings, warm_state, write_threads
 from jobs.platform import locations, progress
 from jobs.platform.checkpoints import HeartbeatThread, register, uncommitted_batch
 from jobs.platform.errors import IngestError
@@ -164,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
         or args.config.ingest.get("max_files_per_trigger"),
         settings=command_settings(args),
         write_threads=write_threads(args.config),
+        warm_state=warm_state(args.config),
         compact_every=compact_every,
         compaction=replace(CompactOptions.from_args(args), trims=()) if compact_every else None,
     )

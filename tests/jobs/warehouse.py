@@ -65,14 +65,20 @@ def ingest(
     write_threads: int = 4,
     kill_at: str | None = None,
     on_phase: Callable[[int, str], None] | None = None,
-) -> None:
-    """``ackstate ingest --trigger available-now --max-files-per-trigger 1``, in this session.
+    warm_state: bool = True,
+) -> BatchWriter:
+    """``ackstate ingest --trigger available-now --max-files-per-trigger 1``, in this session;
+    the query's ``BatchWriter``.
 
     ``kill_at`` (``batch:phase``) makes the batch fail there (in process, like a crash: the
     checkpoint keeps the batch uncommitted); ``on_phase`` runs after each phase of each batch.
     """
     options = IngestOptions(
-        source=str(source), warehouse=warehouse, max_files_per_trigger=1, write_threads=write_threads
+        source=str(source),
+        warehouse=warehouse,
+        max_files_per_trigger=1,
+        write_threads=write_threads,
+        warm_state=warm_state,
     )
 
     def phases(batch_id: int, phase: str) -> None:
@@ -92,6 +98,7 @@ def ingest(
         assert query.exception() is None, query.exception()
     else:
         assert "simulated crash" in str(query.exception()), query.exception()
+    return writer
 
 
 def demo_warehouse(spark: SparkSession, root: Path) -> Path:

@@ -135,16 +135,22 @@ def test_the_whole_process_figure_is_an_ingest_a_user_runs(tmp_path: Path) -> No
 
 def test_the_measured_ingest_runs_with_what_conf_says(tmp_path: Path) -> None:
     """``bench --conf`` measured the defaults whatever the file said (an option read and
-    ignored): the engine settings and ``[ingest] write_threads`` now reach the measured ingest."""
+    ignored): the engine settings, ``[ingest] write_threads`` and ``warm_state`` now reach the
+    measured ingest."""
     from jobs.platform.config import load_config
 
     conf = tmp_path / "bench.toml"
-    conf.write_text("acknowledgment_at_batch_index_level_enabled = true\n[ingest]\nwrite_threads = 1\n")
+    conf.write_text(
+        "acknowledgment_at_batch_index_level_enabled = true\n"
+        "[ingest]\nwrite_threads = 1\nwarm_state = false\n"
+    )
     options = b.ackstate_options(load_config(conf), "src", tmp_path / "wh")
     assert options.write_threads == 1
+    assert options.warm_state is False
     assert options.settings.acknowledgment_at_batch_index_level_enabled is True
     assert options.max_files_per_trigger == 1
     defaults = b.ackstate_options(None, "src", tmp_path / "wh")
     assert defaults.write_threads == 4
+    assert defaults.warm_state is True
     assert defaults.settings.acknowledgment_at_batch_index_level_enabled is False
     assert b.ackstate_options(load_config(), "src", tmp_path / "wh") == defaults
