@@ -13,14 +13,14 @@ from jobs.bench.generate import generate
 from jobs.platform.tables import table_path
 from tests.jobs.warehouse import LINEAGE, assert_same_tables, ingest, snapshot
 
-FILES = 4
+FILES = 3
 
 
 @pytest.fixture(scope="module")
 def events(tmp_path_factory) -> Path:
-    """Four micro-batches of a generated mix, each touching every topic partition."""
+    """Three micro-batches of a generated mix, each touching every topic partition."""
     source = tmp_path_factory.mktemp("warm") / "events"
-    generate(source, events=800, topics=2, partitions=2, subscriptions_per_topic=2, seed=23, files=FILES)
+    generate(source, events=600, topics=2, partitions=2, subscriptions_per_topic=2, seed=23, files=FILES)
     return source
 
 
