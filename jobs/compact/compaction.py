@@ -713,7 +713,7 @@ class LedgerTrimmer:
     ) -> None:
         from pyspark.sql import functions as F
 
-        from jobs.ingest.projections import state_input
+        from jobs.ingest.projections import state_input, with_trim_requests
         from jobs.platform.tables import latest_version
         from schemas.udf import APPLY_OUTPUT, BATCH, CURSOR, DELETE, LEDGER, PARTITION, RANGE, REDELIVERY
         from udfs.apply import FIRST_RETAINED
@@ -728,12 +728,11 @@ class LedgerTrimmer:
             [(t, p, first) for (t, p), first in wanted.items()],
             f"topic string, partition int, {FIRST_RETAINED} long",
         )
-        # the partitions asked for, each with its first retained ledger (the join selects them)
-        partitions = self._read("topic_partitions", versions).join(requests, ["topic", "partition"])
-        cursors = self._read("cursors", versions).join(
-            requests.select("topic", "partition"), ["topic", "partition"], "left_semi"
-        )
-        state = state_input(partitions, cursors)
+        # the partitions asked for, each with its first retained ledger
+        asked = requests.select("topic", "partition")
+        partitions = self._read("topic_partitions", versions).join(asked, ["topic", "partition"], "left_semi")
+        cursors = self._read("cursors", versions).join(asked, ["topic", "partition"], "left_semi")
+        state = with_trim_requests(state_input(partitions, cursors), requests)
         out = (
             state.groupBy("topic", "partition")
             .applyInArrow(trim_partition, APPLY_OUTPUT)

@@ -201,6 +201,8 @@ class BatchWriter:
         input_rows: int,
         started: float,
     ) -> None:
+        from pyspark.sql import functions as F
+
         from jobs.ingest.validate import INPUT_ORDER_COLUMN, classify, duplicate_keys, mark_duplicates, split
 
         marked = classify(raw).persist()  # parse and check once; both halves of the split read it
@@ -215,8 +217,9 @@ class BatchWriter:
             # did not know, e.g. ledger_trims, is absent: nothing to read there)
             versions = pinned or read_versions(spark, self.options.warehouse)
             tag = read_tag(tag, versions)
-            base = self._state_rows(spark, versions, touched, warm=not pinned)
-            state = with_trim_requests(base, self._trim_requests(spark, versions, touched))
+            touched_keys = F.broadcast(spark.createDataFrame(touched, "topic string, partition int"))
+            base = self._state_rows(spark, versions, touched, touched_keys, warm=not pinned)
+            state = with_trim_requests(base, self._trim_requests(spark, versions, touched_keys))
             self._phases.done("read state")
             settings = self.options.settings
 
@@ -239,7 +242,7 @@ class BatchWriter:
             if self.warm is not None and not pinned:
 
                 def keep(tables: Collection[str], lineage: list[Any]) -> None:
-                    self._keep_state(spark, base, out, lineage, touched, versions, tables)
+                    self._keep_state(spark, base, out, lineage, touched, touched_keys, versions, tables)
 
             figures = self._write(spark, valid, rejected, out, batch_id, tag, input_rows, started, keep)
         finally:
@@ -247,26 +250,30 @@ class BatchWriter:
         progress.record(figures)
 
     def _state_rows(
-        self, spark: SparkSession, versions: dict[str, int], touched: list[PartitionKey], *, warm: bool
+        self,
+        spark: SparkSession,
+        versions: dict[str, int],
+        touched: list[PartitionKey],
+        touched_keys: DataFrame,
+        *,
+        warm: bool,
     ) -> DataFrame:
-        """The ``STATE_INPUT`` rows (no trim requested) of the ``touched`` partitions at
-        ``versions``: kept from the last batch (``jobs.ingest.warm``) when they still equal
-        those versions, else read from Delta. Materialised: a plan that reads ``cursors`` would
-        be invalidated (and silently recomputed from the new state) by this batch's own MERGE."""
-        from pyspark.sql import functions as F
-
+        """The ``STATE_INPUT`` rows (no trim requested) of the ``touched`` partitions
+        (``touched_keys``: the same as a frame) at ``versions``: kept from the last batch
+        (``jobs.ingest.warm``) when they still equal those versions, else read from Delta.
+        Materialised: a plan that reads ``cursors`` would be invalidated (and silently
+        recomputed from the new state) by this batch's own MERGE."""
         keys = ["topic", "partition"]
-        touched_frame = F.broadcast(spark.createDataFrame(touched, "topic string, partition int"))
         if warm and self.warm is not None:
-            kept = self.warm.rows_for(versions, touched, touched_frame)
+            kept = self.warm.rows_for(versions, touched, touched_keys)
             if kept is not None:
                 log.debug("batch state: %d topic partition(s) kept from the last batch", len(touched))
                 return kept
         partitions = read_table(
             spark, self.options.warehouse, "topic_partitions", as_of=versions.get("topic_partitions")
-        ).join(touched_frame, keys, "left_semi")
+        ).join(touched_keys, keys, "left_semi")
         cursors = read_table(spark, self.options.warehouse, "cursors", as_of=versions.get("cursors")).join(
-            touched_frame, keys, "left_semi"
+            touched_keys, keys, "left_semi"
         )
         return state_input(partitions, cursors).localCheckpoint(eager=True)
 
@@ -277,6 +284,7 @@ class BatchWriter:
         out: DataFrame,
         lineage: list[Any],
         touched: list[PartitionKey],
+        touched_keys: DataFrame,
         read: dict[str, int],
         tables: Collection[str],
     ) -> None:
@@ -285,10 +293,10 @@ class BatchWriter:
         assert self.warm is not None
         expected = {t: read[t] + (1 if t in tables else 0) for t in STATE_TABLES}
         latest = {t: latest_version(spark, self.options.warehouse, t) for t in STATE_TABLES}
-        self.warm.keep(base, out, lineage, touched, read, expected, latest)
+        self.warm.keep(base, out, lineage, touched, touched_keys, read, expected, latest)
 
     def _trim_requests(
-        self, spark: SparkSession, versions: dict[str, int], touched: list[PartitionKey]
+        self, spark: SparkSession, versions: dict[str, int], touched_keys: DataFrame
     ) -> DataFrame:
         """The largest requested first retained ledger of each touched partition (trims only move
         forward; one already applied deletes nothing again)."""
@@ -299,11 +307,7 @@ class BatchWriter:
             return spark.createDataFrame([], "topic string, partition int, first_retained_ledger long")
         return (
             read_table(spark, self.options.warehouse, "ledger_trims", as_of=version)
-            .join(
-                F.broadcast(spark.createDataFrame(touched, "topic string, partition int")),
-                ["topic", "partition"],
-                "left_semi",
-            )
+            .join(touched_keys, ["topic", "partition"], "left_semi")
             .groupBy("topic", "partition")
             .agg(F.max("first_retained_ledger").alias("first_retained_ledger"))
         )

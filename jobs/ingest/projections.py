@@ -191,15 +191,10 @@ def refusals(out: DataFrame) -> DataFrame:
 
 def state_input(partitions: DataFrame, cursors: DataFrame) -> DataFrame:
     """``schemas.udf.STATE_INPUT`` rows of the apply and trim UDFs: one per topic partition (its
-    ``topic_partitions`` row, with the requested ``first_retained_ledger`` where ``partitions``
-    has that column, else none) and one per cursor."""
+    ``topic_partitions`` row) and one per cursor, no ledger trim requested yet
+    (``with_trim_requests``)."""
     from pyspark.sql import functions as F
 
-    trim = (
-        F.col("first_retained_ledger")
-        if "first_retained_ledger" in partitions.columns
-        else F.lit(None).cast("long").alias("first_retained_ledger")
-    )
     return partitions.select(
         "topic",
         "partition",
@@ -210,7 +205,7 @@ def state_input(partitions: DataFrame, cursors: DataFrame) -> DataFrame:
         "last_event_time",
         F.lit(None).cast("binary").alias("subscription_state"),
         "producers_state",
-        trim,
+        F.lit(None).cast("long").alias("first_retained_ledger"),
     ).unionByName(
         cursors.select(
             "topic",

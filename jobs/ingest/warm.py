@@ -67,7 +67,7 @@ class WarmState:
         self.hits = 0
         """Batches that took their state from here (the tests read it)."""
 
-    def current(self, versions: Mapping[str, int]) -> _Kept | None:
+    def _current(self, versions: Mapping[str, int]) -> _Kept | None:
         """The kept rows if both state tables are still at the versions they equal."""
         kept = self._kept
         if kept is None or any(kept.versions[t] != versions.get(t) for t in STATE_TABLES):
@@ -82,7 +82,7 @@ class WarmState:
         they are gone (an executor lost between batches), they are dropped and Delta is read."""
         from py4j.protocol import Py4JJavaError
 
-        kept = self.current(versions)
+        kept = self._current(versions)
         if kept is None or not kept.partitions.issuperset(touched):
             return None
         try:
@@ -100,31 +100,30 @@ class WarmState:
         out: DataFrame,
         lineage: list[Column],
         touched: Collection[PartitionKey],
+        touched_keys: DataFrame,
         read: Mapping[str, int],
         expected: Mapping[str, int],
         latest: Mapping[str, int],
     ) -> None:
         """After a batch's writes: keep the state rows it started from (``base``, those of its
-        ``touched`` partitions) with its changes in ``out`` over them, if the state tables are
-        at the ``expected`` versions (the ``read`` ones plus the batch's own commits); else
-        keep nothing. The rows kept of partitions the batch did not touch stay if they
-        equalled the versions it read."""
+        ``touched`` partitions, ``touched_keys`` as a frame) with its changes in ``out`` over
+        them, if the state tables are at the ``expected`` versions (the ``read`` ones plus the
+        batch's own commits); else keep nothing. The rows kept of partitions the batch did not
+        touch stay if they equalled the versions it read."""
         from py4j.protocol import Py4JJavaError
-        from pyspark.sql import functions as F
 
         if any(latest.get(t) != expected.get(t) for t in STATE_TABLES):
             if self._kept is not None:
                 log.debug("state tables at %s, not %s: another writer; next batch reads", latest, expected)
             self._kept = None
             return
-        previous = self.current(read)
+        previous = self._current(read)
         partitions = frozenset(touched)
         rows = base
         if previous is not None and previous.partitions.issuperset(partitions):
             rows, partitions = previous.rows, previous.partitions  # base was taken from them
         elif previous is not None and len(previous.partitions | partitions) <= MAX_PARTITIONS:
-            keys = base.sparkSession.createDataFrame(sorted(partitions), "topic string, partition int")
-            others = previous.rows.join(F.broadcast(keys), ["topic", "partition"], "left_anti")
+            others = previous.rows.join(touched_keys, ["topic", "partition"], "left_anti")
             rows, partitions = others.unionByName(base), previous.partitions | partitions
         try:
             rows = _overlay(rows, changed_state(out, lineage)).localCheckpoint(eager=True)
