@@ -149,7 +149,11 @@ def _setup_args(p: argparse.ArgumentParser) -> None:
         default="auto",
         help="how to fetch the jars: Maven if `mvn` is on PATH, else Spark's Ivy (default: auto)",
     )
-    p.add_argument("--force", action="store_true", help="resolve again even if the cache is complete")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="resolve (and dump the class archive) again even if the cache is complete",
+    )
     p.add_argument(
         "--pulsar",
         action="store_true",

@@ -6,6 +6,7 @@ locations, the jar resolvers) does not import the session factory and everything
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -48,17 +49,22 @@ def require_java() -> Path:
 
 
 def java_major_version(java: Path) -> int | None:
-    try:
-        out = subprocess.run(
-            [str(java), "-version"], capture_output=True, text=True, timeout=30, check=False
-        ).stderr
-    except (OSError, subprocess.SubprocessError):
-        return None
-    match = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', java_version_text(java))
     if not match:
         return None
     major = int(match.group(1))
     return int(match.group(2) or 0) if major == 1 else major
+
+
+@functools.cache
+def java_version_text(java: Path) -> str:
+    """What ``java -version`` prints (empty if it cannot run): asked once per process."""
+    try:
+        return subprocess.run(
+            [str(java), "-version"], capture_output=True, text=True, timeout=30, check=False
+        ).stderr
+    except (OSError, subprocess.SubprocessError):
+        return ""
 
 
 def running_session() -> SparkSession | None:

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jobs.platform.cds import driver_launch
 from jobs.platform.config import AckstateConfig, conf_dir, load_config
 from jobs.platform.errors import DeltaJarsMissingError, SparkUnavailableError
 from jobs.platform.jars import ensure_delta_jars, find_delta_jars, jars_root
@@ -112,13 +113,48 @@ def _launch_local_jvm(
     from pyspark.errors import PySparkRuntimeError
     from pyspark.sql import SparkSession
 
-    require_java()
+    java = require_java()
     # Python workers must run this interpreter (the venv with pyroaring, pandas, ackstate).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    # Spark reads log4j2.properties from SPARK_CONF_DIR; pip's pyspark has none of its own.
-    os.environ.setdefault("SPARK_CONF_DIR", str(conf_dir()))
+    conf = _local_conf(config, app_name, master, extra, jars_dir)
+    # an empty SPARK_CONF_DIR, log4j's file by property, and the class archive `ackstate setup`
+    # dumped for this class path, if there is one (jobs.platform.cds)
+    options = conf.get("spark.driver.extraJavaOptions", "")
+    launch = driver_launch(java, conf.get("spark.driver.extraClassPath", ""), options, jars_dir)
+    if launch.spark_conf_dir is not None:
+        os.environ["SPARK_CONF_DIR"] = launch.spark_conf_dir
+    if launch.java_options:
+        conf["spark.driver.extraJavaOptions"] = " ".join(filter(None, [options, *launch.java_options]))
+    log.debug("driver class archive: %s", launch.archive or "none for this class path")
 
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    try:
+        return builder.getOrCreate()
+    except PySparkRuntimeError as exc:
+        if exc.getCondition() != "JAVA_GATEWAY_EXITED":
+            raise
+        raise SparkUnavailableError(
+            "the Spark JVM exited while starting (its own messages are above): check JAVA_HOME, "
+            "spark.driver.memory and the [spark] settings of your --conf file"
+        ) from None
+
+
+def local_extra_class_path(config: AckstateConfig, jars_dir: str | Path | None = None) -> str:
+    """The driver's extra class path of a local session ``get_spark`` starts with ``config``."""
+    return _local_conf(config, "ackstate", None, {}, jars_dir).get("spark.driver.extraClassPath", "")
+
+
+def _local_conf(
+    config: AckstateConfig,
+    app_name: str,
+    master: str | None,
+    extra: dict[str, str],
+    jars_dir: str | Path | None,
+) -> dict[str, str]:
+    """The Spark settings of a session launched here (see the module docstring's order)."""
     chosen_master = (
         master
         or extra.get("spark.master")
@@ -151,19 +187,7 @@ def _launch_local_jvm(
         conf["spark.jars"] = ",".join(
             filter(None, [conf.get("spark.jars", ""), *map(str, _delta_jars(config, jars_dir))])
         )
-
-    builder = SparkSession.builder
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    try:
-        return builder.getOrCreate()
-    except PySparkRuntimeError as exc:
-        if exc.getCondition() != "JAVA_GATEWAY_EXITED":
-            raise
-        raise SparkUnavailableError(
-            "the Spark JVM exited while starting (its own messages are above): check JAVA_HOME, "
-            "spark.driver.memory and the [spark] settings of your --conf file"
-        ) from None
+    return conf
 
 
 def _join_submitted_jvm(config: AckstateConfig, app_name: str, extra: dict[str, str]) -> SparkSession:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.platform.broker import PULSAR_VERSION, ensure_pulsar
+from jobs.platform.cds import ensure_archive
 from jobs.platform.config import AckstateConfig
 from jobs.platform.errors import SparkUnavailableError
 from jobs.platform.jars import (
@@ -90,6 +91,27 @@ def setup_delta(args: argparse.Namespace) -> int:
     return 0
 
 
+def setup_class_archive(args: Any) -> None:
+    """Dump the driver's class archive (``jobs.platform.cds``) for the class path the steps
+    before left. After S3A: its jars are on a local driver's class path, so they are part of it.
+    A failed dump costs speed, not function, so setup goes on with a line that says so."""
+    started = time.monotonic()
+    try:
+        path, seconds = ensure_archive(args.config, args.jars_dir, force=args.force)
+    except SparkUnavailableError as exc:
+        print(f"ackstate setup: no class archive for the Spark driver ({exc}); sessions start without one")
+        return
+    where = display_path(path)
+    if seconds is None:
+        print(f"ackstate setup: class archive for the Spark driver {where} already there")
+    else:
+        size_mb = path.stat().st_size / 1e6
+        print(
+            f"ackstate setup: class archive for the Spark driver {where} ({size_mb:.0f} MB) dumped "
+            f"in {time.monotonic() - started:.1f} s"
+        )
+
+
 def setup_command(args: Any) -> int:
     """``ackstate setup [--pulsar] [--kafka] [--s3]``: the Delta jars; with ``--pulsar`` the
     broker and its plugin; with ``--kafka`` Spark's Kafka source and a Kafka server for local
@@ -115,6 +137,7 @@ def setup_command(args: Any) -> int:
         what = f"Hadoop's S3A connector {HADOOP_AWS_VERSION} in {display_path(s3_jars_dir(args.jars_dir))}"
         took = f" (resolved in {time.monotonic() - started:.1f} s)" if resolved else " already there"
         print(f"ackstate setup: {what}{took}")
+    setup_class_archive(args)
     if not getattr(args, "pulsar", False):
         return 0
     result = ensure_pulsar(args.jars_dir, force=args.force)

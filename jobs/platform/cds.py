@@ -1,0 +1,171 @@
+"""A class data sharing (CDS) archive for the Spark driver JVMs ackstate starts locally.
+
+Why: before its first query a local driver loads some twenty thousand classes (Spark, Scala,
+Hadoop, Delta, Arrow) and parses and verifies each. On two cores that is most of the 8 s a
+session takes to start, and every CLI command, restart and test process pays it. Java 17 maps
+classes from an archive an earlier JVM dumped (``-XX:ArchiveClassesAtExit``, then
+``-XX:SharedArchiveFile``) instead.
+
+An archive fits one class path and one JDK only. The JVM checks that itself when it starts and
+ignores an archive that does not fit (a warning, sent to stderr here: commands print JSON on
+stdout). Two things in ackstate's launch keep the class path archivable and the archive found:
+
+* Spark puts ``SPARK_CONF_DIR`` on the driver's class path, and CDS refuses a non-empty
+  directory there. ackstate points it at an empty directory of the jar cache and gives log4j
+  ``conf/log4j2.properties`` by system property (Spark reads ``spark-defaults.conf`` through
+  ``jobs.platform.session`` anyway). A ``SPARK_CONF_DIR`` of the user's is left alone.
+* The archive is named by a digest of what makes the class path: the JDK, Spark's jars and the
+  driver's extra class path (``setup --s3`` puts S3A there). After ``pip install`` of another
+  pyspark or ``setup --s3``, sessions find no archive under the new name and start without one
+  until ``ackstate setup`` dumps it again.
+
+``ackstate setup`` dumps the archive once, from a child process that runs a small ingest and
+both stats reads (so the classes those load are in it). A session never builds one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from jobs.platform.config import AckstateConfig, conf_dir
+from jobs.platform.jars import JARS_DIR_ENV, jars_root, run_logged
+from jobs.platform.java import java_version_text
+
+ARCHIVE_DIR = "cds"
+"""The folder of the jar cache that holds the archives and the empty ``SPARK_CONF_DIR``."""
+
+_OWN_OPTIONS = ("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit", "-Xshare")
+"""Options by which a caller already chose what the JVM does with archives."""
+
+_QUIET = ("-Xlog:disable", "-Xlog:all=warning:stderr")
+"""The JVM's own warnings (a stale archive, say) to stderr instead of stdout."""
+
+
+@dataclass(frozen=True)
+class DriverLaunch:
+    """What ``jobs.platform.session`` adds to a local driver's launch."""
+
+    spark_conf_dir: str | None
+    """The ``SPARK_CONF_DIR`` to set; None: the user's own is set and stays."""
+    java_options: tuple[str, ...]
+    """Appended to ``spark.driver.extraJavaOptions``."""
+    archive: Path | None
+    """The archive the driver maps; None when none fits this class path yet."""
+
+
+def empty_conf_dir(root: str | Path | None = None) -> Path:
+    """The empty ``SPARK_CONF_DIR`` of the launches ackstate makes (created if missing)."""
+    path = jars_root(root) / ARCHIVE_DIR / "spark-conf"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def archive_path(java: Path, extra_class_path: str, root: str | Path | None = None) -> Path:
+    """Where the archive for this JDK, Spark and extra class path is (whether it exists or not)."""
+    import pyspark
+
+    digest = hashlib.sha256()
+    digest.update(str(java.resolve()).encode())
+    digest.update(java_version_text(java).encode())
+    # spark-class puts $SPARK_HOME/jars on the class path; pip's pyspark is its own SPARK_HOME
+    spark_jars = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent) / "jars"
+    for jar in sorted(spark_jars.glob("*.jar")):
+        stat = jar.stat()
+        digest.update(f"{jar.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    digest.update(extra_class_path.encode())
+    digest.update(str(empty_conf_dir(root)).encode())
+    return jars_root(root) / ARCHIVE_DIR / f"driver-{digest.hexdigest()[:16]}.jsa"
+
+
+def driver_launch(
+    java: Path, extra_class_path: str, java_options: str, root: str | Path | None = None
+) -> DriverLaunch:
+    """The conf directory and JVM options of a local driver launch with ``java_options``
+    already chosen (the user's, or a caller's such as ``-XX:TieredStopAtLevel=1``)."""
+    ours = empty_conf_dir(root)
+    user_dir = os.environ.get("SPARK_CONF_DIR")
+    if user_dir and Path(user_dir) != ours:
+        return DriverLaunch(None, (), None)
+    options = [f"-Dlog4j2.configurationFile={shlex.quote(str(conf_dir() / 'log4j2.properties'))}"]
+    archive: Path | None = None
+    if not any(option in java_options for option in _OWN_OPTIONS):
+        candidate = archive_path(java, extra_class_path, root)
+        if candidate.is_file():
+            archive = candidate
+            options += [f"-XX:SharedArchiveFile={shlex.quote(str(candidate))}", *_QUIET]
+    return DriverLaunch(str(ours), tuple(options), archive)
+
+
+def ensure_archive(
+    config: AckstateConfig, root: str | Path | None = None, *, force: bool = False
+) -> tuple[Path, float | None]:
+    """Dump the archive for the sessions this machine starts, unless it is there; return its
+    path and the seconds the dump took (None: it was there)."""
+    from jobs.platform.java import require_java
+    from jobs.platform.session import local_extra_class_path
+
+    java = require_java()
+    path = archive_path(java, local_extra_class_path(config, root), root)
+    if path.is_file() and not force:
+        return path, None
+    partial = path.with_suffix(".partial")
+    partial.unlink(missing_ok=True)
+    log_file = jars_root(root) / f"{ARCHIVE_DIR}.log"
+    code = "from jobs.platform.cds import dump_child; dump_child()"
+    args = [str(config.source) if config.source else "", str(partial)]
+    env = dict(os.environ, ACKSTATE_OFFLINE="1", **{JARS_DIR_ENV: str(jars_root(root))})
+    env.pop("SPARK_CONF_DIR", None)  # the archive is for ackstate's own launches
+    started = time.monotonic()
+    if not run_logged([sys.executable, "-c", code, *args], log_file, env=env) or not partial.is_file():
+        from jobs.platform.errors import SparkUnavailableError
+
+        raise SparkUnavailableError(f"dumping the class data sharing archive failed: see {log_file}")
+    partial.replace(path)
+    for stale in path.parent.glob("driver-*.jsa"):
+        if stale != path:
+            stale.unlink(missing_ok=True)  # 150-200 MB each; a class path has one
+    return path, time.monotonic() - started
+
+
+def dump_child() -> None:
+    """Child-process body of ``ensure_archive``: the classes of an ingest and both stats reads,
+    archived when the JVM exits."""
+    from engine import EngineSettings
+    from jobs.bench.generate import generate
+    from jobs.ingest.options import IngestOptions
+    from jobs.ingest.query import start_ingest
+    from jobs.platform.config import load_config
+    from jobs.platform.session import get_spark, stop_spark
+    from jobs.read.stats import read_internal_stats, read_stats
+
+    config = load_config(sys.argv[1] or None)
+    dump = {"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={shlex.quote(sys.argv[2])}"}
+    spark = get_spark(config, app_name="ackstate-setup-cds", extra_conf=dump)
+    try:
+        with tempfile.TemporaryDirectory(prefix="ackstate-cds-") as tmp:
+            source, warehouse = Path(tmp) / "events", str(Path(tmp) / "warehouse")
+            generate(source, events=400, topics=2, partitions=2, subscriptions_per_topic=2, seed=7, files=2)
+            options = IngestOptions(
+                source=str(source), warehouse=warehouse, settings=EngineSettings.from_config(config.engine)
+            )
+            query = start_ingest(spark, options)
+            query.awaitTermination()
+            read_stats(spark, warehouse, None, None, None)
+            read_internal_stats(spark, warehouse, None, None, None)
+    finally:
+        from pyspark import SparkContext
+
+        gateway = SparkContext._gateway
+        stop_spark()
+        # The JVM writes the archive as it exits, which it does when its stdin closes; wait for
+        # that, or the parent would look for the file while it is still being written.
+        if gateway is not None and getattr(gateway, "proc", None) is not None:
+            gateway.proc.stdin.close()
+            gateway.proc.wait(timeout=600)
