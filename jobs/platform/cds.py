@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jobs.platform.config import AckstateConfig, conf_dir
+from jobs.platform.errors import SparkUnavailableError
 from jobs.platform.jars import JARS_DIR_ENV, jars_root, run_logged
-from jobs.platform.java import java_version_text
+from jobs.platform.java import java_version_text, require_java
 
 ARCHIVE_DIR = "cds"
 """The folder of the jar cache that holds the archives and the empty ``SPARK_CONF_DIR``."""
@@ -108,8 +109,7 @@ def ensure_archive(
 ) -> tuple[Path, float | None]:
     """Dump the archive for the sessions this machine starts, unless it is there; return its
     path and the seconds the dump took (None: it was there)."""
-    from jobs.platform.java import require_java
-    from jobs.platform.session import local_extra_class_path
+    from jobs.platform.session import local_extra_class_path  # session imports this module
 
     java = require_java()
     path = archive_path(java, local_extra_class_path(config, root), root)
@@ -124,8 +124,6 @@ def ensure_archive(
     env.pop("SPARK_CONF_DIR", None)  # the archive is for ackstate's own launches
     started = time.monotonic()
     if not run_logged([sys.executable, "-c", code, *args], log_file, env=env) or not partial.is_file():
-        from jobs.platform.errors import SparkUnavailableError
-
         raise SparkUnavailableError(f"dumping the class data sharing archive failed: see {log_file}")
     partial.replace(path)
     for stale in path.parent.glob("driver-*.jsa"):
