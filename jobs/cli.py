@@ -293,6 +293,11 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
         help="a warm micro-batch of 1,000 mixed events, trigger to last commit, with its phases",
     )
     p.add_argument(
+        "--startup",
+        action="store_true",
+        help="a command's session start and first Delta query, with the driver's class archive and without",
+    )
+    p.add_argument(
         "--subscriptions",
         action="store_true",
         help="per-subscription work over 100,000 subscriptions (Failover assignment: engine and Spark UDF)",

@@ -9,6 +9,8 @@ assignment) over 100,000 subscriptions, in the engine and through its Spark UDF;
 ``--dedup`` (``jobs.bench.dedup``) measures the ingest of a producer-heavy stream with deduplication on.
 ``--interceptor`` (``jobs.bench.interceptor``) measures what the broker plugin costs a local broker.
 ``--latency`` (``jobs.bench.latency``) measures a warm small micro-batch from trigger to last commit.
+``--startup`` (``jobs.bench.startup``) measures a command's session start with the driver's class
+archive and without it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from jobs.bench.figures import machine
 def run(args: argparse.Namespace) -> int:
     """``ackstate bench``: with no selector, the engine figures (the others need Spark)."""
     runs = max(1, args.runs)
-    names = ("engine", "ingest", "latency", "subscriptions", "dedup", "interceptor")
+    names = ("engine", "ingest", "latency", "startup", "subscriptions", "dedup", "interceptor")
     selected = [name for name in names if getattr(args, name, False)]
     selected = selected or ["engine"]
     print(f"ackstate bench on {machine()}")
@@ -50,6 +52,16 @@ def run(args: argparse.Namespace) -> int:
                 flush=True,
             )
             for figure in bench_latency(getattr(args, "config", None), runs, args.quick):
+                print(figure.line())
+        elif name == "startup":
+            from jobs.bench.startup import bench_startup
+
+            print(
+                "startup (a local session as a short-lived command gets it, a Delta table written and read; "
+                "with the driver's class archive and with the JDK's default class sharing, alternated):",
+                flush=True,
+            )
+            for figure in bench_startup(getattr(args, "config", None), runs):
                 print(figure.line())
         elif name == "subscriptions":
             from jobs.bench.subscriptions import bench_subscriptions
