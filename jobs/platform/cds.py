@@ -29,7 +29,6 @@ import hashlib
 import os
 import shlex
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,20 +104,23 @@ def driver_launch(
 
 
 def ensure_archive(
-    config: AckstateConfig, root: str | Path | None = None, *, force: bool = False
+    config: AckstateConfig,
+    extra_class_path: str,
+    root: str | Path | None = None,
+    *,
+    force: bool = False,
 ) -> tuple[Path, float | None]:
-    """Dump the archive for the sessions this machine starts, unless it is there; return its
-    path and the seconds the dump took (None: it was there)."""
-    from jobs.platform.session import local_extra_class_path  # session imports this module
-
+    """Dump the archive for the sessions this machine starts (their driver's extra class path is
+    ``extra_class_path``), unless it is there; return its path and the seconds the dump took
+    (None: it was there). The child runs ``jobs.platform.setup.archive_child``."""
     java = require_java()
-    path = archive_path(java, local_extra_class_path(config, root), root)
+    path = archive_path(java, extra_class_path, root)
     if path.is_file() and not force:
         return path, None
     partial = path.with_suffix(".partial")
     partial.unlink(missing_ok=True)
     log_file = jars_root(root) / f"{ARCHIVE_DIR}.log"
-    code = "from jobs.platform.cds import dump_child; dump_child()"
+    code = "from jobs.platform.setup import archive_child; archive_child()"
     args = [str(config.source) if config.source else "", str(partial)]
     env = dict(os.environ, ACKSTATE_OFFLINE="1", **{JARS_DIR_ENV: str(jars_root(root))})
     env.pop("SPARK_CONF_DIR", None)  # the archive is for ackstate's own launches
@@ -130,40 +132,3 @@ def ensure_archive(
         if stale != path:
             stale.unlink(missing_ok=True)  # 150-200 MB each; a class path has one
     return path, time.monotonic() - started
-
-
-def dump_child() -> None:
-    """Child-process body of ``ensure_archive``: the classes of an ingest and both stats reads,
-    archived when the JVM exits."""
-    from engine import EngineSettings
-    from jobs.bench.generate import generate
-    from jobs.ingest.options import IngestOptions
-    from jobs.ingest.query import start_ingest
-    from jobs.platform.config import load_config
-    from jobs.platform.session import get_spark, stop_spark
-    from jobs.read.stats import read_internal_stats, read_stats
-
-    config = load_config(sys.argv[1] or None)
-    dump = {"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={shlex.quote(sys.argv[2])}"}
-    spark = get_spark(config, app_name="ackstate-setup-cds", extra_conf=dump)
-    try:
-        with tempfile.TemporaryDirectory(prefix="ackstate-cds-") as tmp:
-            source, warehouse = Path(tmp) / "events", str(Path(tmp) / "warehouse")
-            generate(source, events=400, topics=2, partitions=2, subscriptions_per_topic=2, seed=7, files=2)
-            options = IngestOptions(
-                source=str(source), warehouse=warehouse, settings=EngineSettings.from_config(config.engine)
-            )
-            query = start_ingest(spark, options)
-            query.awaitTermination()
-            read_stats(spark, warehouse, None, None, None)
-            read_internal_stats(spark, warehouse, None, None, None)
-    finally:
-        from pyspark import SparkContext
-
-        gateway = SparkContext._gateway
-        stop_spark()
-        # The JVM writes the archive as it exits, which it does when its stdin closes; wait for
-        # that, or the parent would look for the file while it is still being written.
-        if gateway is not None and getattr(gateway, "proc", None) is not None:
-            gateway.proc.stdin.close()
-            gateway.proc.wait(timeout=600)

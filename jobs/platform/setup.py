@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -70,6 +71,43 @@ def verify_child() -> None:
         stop_spark()
 
 
+def archive_child() -> None:
+    """Child-process body of ``jobs.platform.cds.ensure_archive``: the classes of an ingest and
+    both stats reads, archived when the JVM exits."""
+    from engine import EngineSettings
+    from jobs.bench.generate import generate
+    from jobs.ingest.options import IngestOptions
+    from jobs.ingest.query import start_ingest
+    from jobs.platform.config import load_config
+    from jobs.platform.session import get_spark, stop_spark
+    from jobs.read.stats import read_internal_stats, read_stats
+
+    config = load_config(sys.argv[1] or None)
+    dump = {"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={shlex.quote(sys.argv[2])}"}
+    spark = get_spark(config, app_name="ackstate-setup-cds", extra_conf=dump)
+    try:
+        with tempfile.TemporaryDirectory(prefix="ackstate-cds-") as tmp:
+            source, warehouse = Path(tmp) / "events", str(Path(tmp) / "warehouse")
+            generate(source, events=400, topics=2, partitions=2, subscriptions_per_topic=2, seed=7, files=2)
+            options = IngestOptions(
+                source=str(source), warehouse=warehouse, settings=EngineSettings.from_config(config.engine)
+            )
+            query = start_ingest(spark, options)
+            query.awaitTermination()
+            read_stats(spark, warehouse, None, None, None)
+            read_internal_stats(spark, warehouse, None, None, None)
+    finally:
+        from pyspark import SparkContext
+
+        gateway = SparkContext._gateway
+        stop_spark()
+        # The JVM writes the archive as it exits, which it does when its stdin closes; wait for
+        # that, or the parent would look for the file while it is still being written.
+        if gateway is not None and getattr(gateway, "proc", None) is not None:
+            gateway.proc.stdin.close()
+            gateway.proc.wait(timeout=600)
+
+
 def setup_delta(args: argparse.Namespace) -> int:
     """``ackstate setup``: fill the jar cache (once), prove an offline Delta session starts."""
     root = jars_root(args.jars_dir)
@@ -97,7 +135,10 @@ def setup_class_archive(args: Any) -> None:
     A failed dump costs speed, not function, so setup goes on with a line that says so."""
     started = time.monotonic()
     try:
-        path, seconds = ensure_archive(args.config, args.jars_dir, force=args.force)
+        from jobs.platform.session import local_extra_class_path
+
+        extra_class_path = local_extra_class_path(args.config, args.jars_dir)
+        path, seconds = ensure_archive(args.config, extra_class_path, args.jars_dir, force=args.force)
     except SparkUnavailableError as exc:
         print(f"ackstate setup: no class archive for the Spark driver ({exc}); sessions start without one")
         return

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from jobs.platform.cds import archive_path, driver_launch, empty_conf_dir
 from jobs.platform.config import load_config
 from jobs.platform.java import require_java
 from jobs.platform.session import local_extra_class_path
+from tests.jobs.platform.test_session import run_python
 
 
 @pytest.fixture
@@ -78,7 +77,7 @@ def test_the_sessions_jvm_reads_ackstates_log4j_file(spark: SparkSession) -> Non
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_the_archive_setup_dumped_fits_the_sessions_get_spark_starts(java, tmp_path) -> None:
+def test_the_archive_setup_dumped_fits_the_sessions_get_spark_starts(java) -> None:
     """A driver told to map the archive or fail (``-Xshare:on``) starts and runs a query. It
     fails if anything between the dump and a launch changes the class path."""
     archive = archive_path(java, local_extra_class_path(load_config()))
@@ -91,15 +90,6 @@ def test_the_archive_setup_dumped_fits_the_sessions_get_spark_starts(java, tmp_p
         "print(spark.range(3).count())\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_GATEWAY")}
-    result = subprocess.run(
-        [sys.executable, "-c", code, str(archive)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-        check=False,
-        cwd=tmp_path,
-    )
+    result = run_python(code, env, str(archive))
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] == "3"
