@@ -1,7 +1,7 @@
 """A class data sharing (CDS) archive for the Spark driver JVMs ackstate starts locally.
 
-Why: before its first query a local driver loads some twenty thousand classes (Spark, Scala,
-Hadoop, Delta, Arrow) and parses and verifies each. On two cores that is most of the 8 s a
+Why: before its first query a local driver loads Spark's, Scala's, Hadoop's, Delta's and
+Arrow's classes and parses and verifies each. On two cores that is most of the 8 s a
 session takes to start, and every CLI command, restart and test process pays it. Java 17 maps
 classes from an archive an earlier JVM dumped (``-XX:ArchiveClassesAtExit``, then
 ``-XX:SharedArchiveFile``) instead.
