@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 from jobs.platform.config import load_config
 from jobs.platform.errors import AckstateError
+from jobs.platform.java import QUICK_JIT
 from jobs.platform.logs import configure_logging
 
 
@@ -88,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in SHORT_LIVED and "spark.driver.extraJavaOptions" not in args.config.spark:
             # a query that runs for seconds gains more from a JVM that starts fast (C1 only) than
             # from the optimising compiler; the user's own driver options win
-            args.config.spark["spark.driver.extraJavaOptions"] = "-XX:TieredStopAtLevel=1"
+            args.config.spark["spark.driver.extraJavaOptions"] = QUICK_JIT
         return _exit_code(handler(args))
     except AckstateError as exc:
         print(f"ackstate: error: {exc}", file=sys.stderr)

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 import pytest
 from hypothesis import HealthCheck, settings
 
+from jobs.platform.java import QUICK_JIT
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -68,7 +70,7 @@ TEST_SPARK_CONF = {
     # leave memory for the JVMs that CLI tests and other workers start beside this one
     "spark.driver.memory": "2g",
     # tests are short-lived: the C1 JIT alone warms up 2-3x faster on 2 cores than C1+C2
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+    "spark.driver.extraJavaOptions": QUICK_JIT,
 }
 
 

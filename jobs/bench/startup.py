@@ -2,7 +2,7 @@
 the driver's class archive (``jobs.platform.cds``) and with the JDK's default class sharing only.
 
 Each run starts two processes one after the other, alternating which goes first: a local
-session as a short-lived command gets it (``-XX:TieredStopAtLevel=1``), a Delta table written
+session as a short-lived command gets it (``QUICK_JIT``), a Delta table written
 and read, exit. The process without the archive passes ``-Xshare:auto`` (the JDK's default),
 which tells ``jobs.platform.cds`` that the caller chose, so no archive is added.
 """
@@ -20,13 +20,10 @@ from jobs.bench.figures import Figure
 from jobs.platform.cds import archive_path
 from jobs.platform.config import AckstateConfig, load_config
 from jobs.platform.errors import SparkUnavailableError
-from jobs.platform.java import require_java
+from jobs.platform.java import QUICK_JIT, require_java
 from jobs.platform.session import local_extra_class_path
 
-SHORT_LIVED = "-XX:TieredStopAtLevel=1"
-"""What ``ackstate`` gives the driver of a command that runs a few queries (``jobs.cli``)."""
-
-WITHOUT_ARCHIVE = f"{SHORT_LIVED} -Xshare:auto"
+WITHOUT_ARCHIVE = f"{QUICK_JIT} -Xshare:auto"
 
 _CHILD = """
 import sys, tempfile, time
@@ -82,7 +79,7 @@ def bench_startup(config: AckstateConfig | None, runs: int) -> list[Figure]:
     with_archive: list[Start] = []
     without: list[Start] = []
     for run in range(runs):
-        pair = [(SHORT_LIVED, with_archive), (WITHOUT_ARCHIVE, without)]
+        pair = [(QUICK_JIT, with_archive), (WITHOUT_ARCHIVE, without)]
         for options, into in pair if run % 2 == 0 else reversed(pair):
             into.append(start_once(options))
     figures = []

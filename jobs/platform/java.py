@@ -25,6 +25,10 @@ MIN_JAVA = 17
 
 JAVA_HINT = f"install a JDK {MIN_JAVA} and set JAVA_HOME"
 
+QUICK_JIT = "-XX:TieredStopAtLevel=1"
+"""Driver option of a short-lived JVM (a command's few queries, a test run): the C1 JIT alone
+warms up faster on two cores than C1 and C2 together."""
+
 
 def require_java() -> Path:
     """The ``java`` Spark will run, found as Spark's launcher finds it; or a clear error."""

@@ -25,6 +25,7 @@ from jobs.platform.jars import (
     jars_root,
     run_logged,
 )
+from jobs.platform.java import QUICK_JIT
 
 
 def verify_delta_session(config: AckstateConfig, root: str | Path | None = None) -> float:
@@ -53,8 +54,7 @@ def verify_child() -> None:
     from jobs.platform.session import get_spark, stop_spark
 
     config = load_config(sys.argv[1] or None)
-    # a short-lived JVM: the C1 JIT alone warms up faster than C1+C2
-    quick_jit = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
+    quick_jit = {"spark.driver.extraJavaOptions": QUICK_JIT}  # a short-lived JVM
     spark = get_spark(config, app_name="ackstate-setup-verify", extra_conf=quick_jit)
     try:
         with tempfile.TemporaryDirectory(prefix="ackstate-verify-") as tmp:
