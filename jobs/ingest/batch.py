@@ -14,14 +14,15 @@ For each micro-batch of the query (``jobs.ingest.query``), ``BatchWriter``:
    keys, up to ``write_threads`` tables at once (each write in a session of its own), and
    then ``ingest_batches``.
 
-Exactly once without multi-table transactions: every write carries Delta's idempotent-write
-pair (``txnAppId`` = this query's app id, ``txnVersion`` = the batch id), so a write a crashed
-run already committed is skipped when the batch runs again; and every output is a pure function
-of the batch's input and the state it started from. To start from that same state after a
-crash, each write is tagged (``userMetadata``) with the batch and the versions of ``cursors``,
-``topic_partitions`` and ``ledger_trims`` it read; when the first batch of a run repeats a batch
-an earlier run began (its checkpoint has offsets and no commit for it, ``jobs.platform.checkpoints``),
-it reads those same versions.
+Exactly once without multi-table transactions: every output is a pure function of the batch's
+input and the state it started from, and a write a crashed run already committed is skipped
+when the batch runs again. Each write is tagged (``userMetadata``) with the batch and the
+versions of ``cursors``, ``topic_partitions`` and ``ledger_trims`` it read. When the first
+batch of a run repeats a batch an earlier run began (its checkpoint has offsets and no commit
+for it, ``jobs.platform.checkpoints``), it reads those same versions and skips the appends
+whose tag is in their table's history (``jobs.ingest.recovery``); the MERGEs carry Delta's
+idempotent-write pair (``txnAppId`` = this query's app id, ``txnVersion`` = the batch id), so
+Delta skips one already committed.
 
 Ledger trims requested by ``ackstate compact`` (``ledger_trims``) are applied by the batch to
 the partitions it writes, before their events (``udfs.apply``): a trim that compact commits
@@ -42,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from jobs.compact.compaction import CompactOptions
 from jobs.ingest.options import IngestOptions
 from jobs.ingest.projections import PROJECTIONS, Projection, refusals, state_input, with_trim_requests
-from jobs.ingest.recovery import STATE_TABLES, pinned_versions, read_tag, read_versions
+from jobs.ingest.recovery import NOTHING_WRITTEN, STATE_TABLES, Recovery, read_tag, read_versions, recover
 from jobs.ingest.warm import PartitionKey, WarmState
 from jobs.platform import progress
 from jobs.platform.delta_writer import DeltaWriter
@@ -139,6 +140,8 @@ class BatchWriter:
         self.repeats: int | None = -1
         """The batch an earlier run began and did not commit (set by ``start_ingest`` from the
         checkpoint; None: none; -1: unknown, so the first batch looks for its own commits)."""
+        self._recovered: Recovery = NOTHING_WRITTEN
+        """What an earlier run committed of the batch being written (``jobs.ingest.recovery``)."""
 
     def _written_one(self, what: str, began: float) -> None:
         """A table write ended: a phase of its own, beside the others (``_Phases.done``)."""
@@ -150,7 +153,8 @@ class BatchWriter:
         self._phases = _Phases(batch_id, self.on_phase)
         tag = f"{self.options.app_id}:{batch_id}"
         repeat = self._first_batch and self.repeats in (-1, batch_id)
-        pinned = pinned_versions(spark, self.options.warehouse, tag) if repeat else {}
+        self._recovered = recover(spark, self.options.warehouse, tag) if repeat else NOTHING_WRITTEN
+        pinned = self._recovered.versions
         self._first_batch = False
 
         raw = raw.persist()
@@ -185,6 +189,7 @@ class BatchWriter:
         ``options.app_id``, version ``batch_id``) and an ``ingest_batches`` row of 0 inputs.
         """
         self._phases = _Phases(batch_id, self.on_phase)
+        self._recovered = NOTHING_WRITTEN  # a bootstrap's batch id is new each time
         started = time.time()
         out = out.localCheckpoint(eager=True)
         none = out.limit(0)  # no input rows, so nothing valid and nothing rejected
@@ -409,8 +414,15 @@ class BatchWriter:
             F.to_timestamp(F.lit(started)).alias("started_at"),
             F.current_timestamp().alias("finished_at"),
         )
-        self.writer.append(spark, "ingest_batches", row, version=batch_id, tag=tag)
+        self._append(spark, "ingest_batches", row, tag)
         return figures
+
+    def _append(self, spark: SparkSession, table: str, rows: DataFrame, tag: str) -> None:
+        """Append the batch's new rows to ``table``, unless a crashed run of this batch did."""
+        if table in self._recovered.appended:
+            log.info("batch %s: %s already holds this batch's rows; not appended again", tag, table)
+            return
+        self.writer.append(spark, table, rows, tag=tag)
 
     # ---- the table writes of a batch ---------------------------------------------------------
     def _table_writes(
@@ -418,7 +430,8 @@ class BatchWriter:
     ) -> list[tuple[str, _Write]]:
         """One write per table this batch changes, as (table, function of (session, frames)).
 
-        They are independent: each is idempotent on its own (``txnAppId``/``txnVersion``), and
+        They are independent: each is skipped on its own when a crashed run committed it (an
+        append by its tag in the table's history, a MERGE by ``txnAppId``/``txnVersion``), and
         each is a pure function of the batch and the state it started from, so they may
         commit in any order and a crash between any two of them is repaired by the re-run
         (module docstring). Only ``ingest_batches``, written after all of them, marks the
@@ -427,7 +440,7 @@ class BatchWriter:
         """
         writes: list[tuple[str, _Write]] = []
         if any_rejects:
-            writes.append(("rejected_events", lambda s, f: self._write_rejects(s, f, lineage, batch_id, tag)))
+            writes.append(("rejected_events", lambda s, f: self._write_rejects(s, f, lineage, tag)))
         by_table: dict[str, list[Projection]] = {}
         for projection in PROJECTIONS:
             if projection.kind in kinds:
@@ -453,7 +466,7 @@ class BatchWriter:
         """Write one projection of the batch's UDF rows, as ``PROJECTIONS`` declares it."""
         rows = projection.rows(out, lineage)
         if projection.write is None:
-            self.writer.append(spark, projection.table, rows, version=batch_id, tag=tag)
+            self._append(spark, projection.table, rows, tag)
         else:
             projection.write(self.writer.merge(projection.table, rows)).execute(
                 spark, version=batch_id, tag=tag
@@ -504,9 +517,7 @@ class BatchWriter:
             self._sessions.append(session)
         return self._sessions[:n]
 
-    def _write_rejects(
-        self, spark: SparkSession, frames: _Frames, lineage: list[Any], batch_id: int, tag: str
-    ) -> None:
+    def _write_rejects(self, spark: SparkSession, frames: _Frames, lineage: list[Any], tag: str) -> None:
         from pyspark.sql import functions as F
 
         out, valid = frames.out, frames.valid
@@ -518,10 +529,9 @@ class BatchWriter:
         all_rejects = frames.rejected.select(*REJECTED_EVENT_COLUMNS).unionByName(
             engine_rejects.select(*REJECTED_EVENT_COLUMNS)
         )
-        self.writer.append(
+        self._append(
             spark,
             "rejected_events",
             all_rejects.select("*", *lineage, F.current_timestamp().alias("rejected_at")),
-            version=batch_id,
-            tag=tag,
+            tag,
         )

@@ -7,9 +7,10 @@ truth is ``topic_partitions.producers_state``.
 ``send_receipts`` holds one row per SEND, appended with the ``event_id`` the UDF looked up (a
 batch's SENDs are new rows: a partition applies each seq once). A receipt answered later (its
 PUBLISH or a SEND_FAILED in a later batch) comes back without ``event_id`` and with only the
-answer: a MERGE matches it by (topic, partition, seq) and updates the answer columns. The
-append and that MERGE are two idempotent writes to one table in one batch, so the MERGE has an
-app id of its own.
+answer: a MERGE matches it by (topic, partition, seq) and updates the answer columns. That
+MERGE's idempotent-write pair has an app id of its own (``LATE_ANSWERS_SUFFIX``): the append
+carried the query's app id in warehouses written before appends were skipped by their tag, and
+Delta skips a second commit of one (app id, version) to a table.
 """
 
 from __future__ import annotations
@@ -39,8 +40,7 @@ ANSWER_COLUMNS = [
 
 def late_answers(merge: TableMerge) -> TableMerge:
     """Answers to SENDs of earlier batches: the receipt rows matched by (topic, partition, seq)
-    get the answer; nothing is inserted. The batch's receipts are appended to the same table
-    in the same batch, so this write needs an app id of its own."""
+    get the answer; nothing is inserted. Its app id is its own (module docstring)."""
     return (
         merge.on_keys(RECEIPT_KEYS)
         .when_matched_update(columns=ANSWER_COLUMNS)

@@ -7,13 +7,14 @@ A MERGE is built clause by clause, as with Delta's own ``DeltaMergeBuilder``, an
         spark, version=batch_id, tag=tag
     )
 
-With a ``version`` the write carries Delta's idempotent-write pair (``txnAppId`` = the writer's
-app id, ``txnVersion`` = the version), so a write that a crashed run already committed is
-skipped when the batch runs again; ``tag`` goes into the commit's ``userMetadata``
-(``jobs.ingest.recovery`` reads it back). Without one (compaction's ledger trims, which guard
-their rows in the MERGE condition instead) the write is a plain commit. Either way a commit
-that loses a race with a concurrent writer is run again (``jobs.platform.retry``): every
-source here is deterministic and already materialised.
+A MERGE with a ``version`` carries Delta's idempotent-write pair (``txnAppId`` = the writer's
+app id, ``txnVersion`` = the version), so a MERGE that a crashed run already committed is
+skipped when the batch runs again. Without one (compaction's ledger trims, which guard their
+rows in the MERGE condition instead) it is a plain commit. An append is always a plain commit:
+its caller skips an append a crashed run made by its ``tag`` (``jobs.ingest.recovery``). The
+``tag`` of either goes into the commit's ``userMetadata``. A commit that loses a race with a
+concurrent writer is run again (``jobs.platform.retry``): every source here is deterministic
+and already materialised, and a losing commit wrote nothing.
 
 Columns are the table's own (``schemas.tables.TABLES``), in its order; a MERGE matches on the
 table's key (``TABLE_KEYS``) unless told otherwise.
@@ -152,15 +153,18 @@ class DeltaWriter:
         """A MERGE of ``source`` (alias ``s``) into ``table`` (alias ``t``) on the table's key."""
         return TableMerge(self, table, source, _key_condition(TABLE_KEYS[table]))
 
-    def append(self, spark: SparkSession, table: str, rows: DataFrame, *, version: int, tag: str) -> None:
-        """Append ``rows`` (the table's columns, in its order), idempotently for ``version``."""
+    def append(self, spark: SparkSession, table: str, rows: DataFrame, *, tag: str) -> None:
+        """Append ``rows`` (the table's columns, in its order) with ``tag`` in the commit.
+
+        Not idempotent on its own: Delta's idempotent-write check costs a job over the table's
+        whole log state per append (most of a small append's time, in Delta 4.4), so the
+        ingest skips an append a crashed run made by its tag instead (``jobs.ingest.recovery``).
+        """
         began = time.time()
         (
             rows.select(*[f.name for f in TABLES[table].fields])
             .write.format("delta")
             .mode("append")
-            .option("txnAppId", self.app_id)
-            .option("txnVersion", version)
             .option("userMetadata", tag)
             .save(table_path(self.warehouse, table))
         )

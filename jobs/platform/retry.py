@@ -4,8 +4,9 @@ Delta commits optimistically: a transaction that read files another commit has s
 or rewritten (a MERGE while OPTIMIZE compacted the same table, two MERGEs into one table) fails
 with one of Delta's concurrent-modification errors instead of committing. ackstate's writers are
 idempotent (the ingest's MERGEs carry ``txnAppId``/``txnVersion`` and a deterministic source;
-compaction's operations are safe to repeat), so such a failure is retried from the start of the
-operation, with exponential back-off and jitter, a bounded number of times.
+compaction's operations are safe to repeat) and a commit that lost wrote nothing (an append's
+neither), so such a failure is retried from the start of the operation, with exponential
+back-off and jitter, a bounded number of times.
 
 Only Delta's conflict errors are retried; anything else is a real failure and propagates.
 """

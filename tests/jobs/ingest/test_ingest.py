@@ -158,7 +158,9 @@ def test_feeding_the_same_events_again_changes_no_state(spark, workload, well_fo
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kill_at", ["1:write rejected_events", "1:merge ack_ranges"])
+@pytest.mark.parametrize(
+    "kill_at", ["1:write rejected_events", "1:merge ack_ranges", "1:write ingest_batches"]
+)
 def test_crash_between_writes_then_restart_equals_a_clean_run(spark, workload, clean_run, tmp_path, kill_at):
     _, expected = clean_run
     _write_source(tmp_path / "source", workload)

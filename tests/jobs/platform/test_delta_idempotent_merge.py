@@ -2,8 +2,8 @@
 
 A write tagged with (``txnAppId``, ``txnVersion``) is skipped when the table has already
 committed that version or a later one for that app id, so a micro-batch replayed after a crash
-changes nothing. These tests pin that behaviour for the two ways ackstate writes: SQL MERGE
-with the session confs, and a DataFrameWriter with options.
+changes nothing. These tests pin that behaviour for ackstate's MERGEs, which take the pair
+from the session's configuration. (Its appends carry no pair: ``jobs.ingest.recovery``.)
 """
 
 from __future__ import annotations
@@ -92,27 +92,3 @@ def test_merge_with_older_txn_version_is_skipped(spark: SparkSession, tmp_path: 
     with delta_txn(spark, "another-app", 3):  # versions are tracked per app id
         merge_increment(spark, path)
     assert contents(spark, path) == {"a": 20, "c": 2}
-
-
-def test_dataframe_append_with_same_txn_options_is_applied_once(spark: SparkSession, tmp_path: Path) -> None:
-    path = str(tmp_path / "rejected")
-    batch = spark.createDataFrame(
-        [("e1", "stale_seq"), ("e2", "unknown_type")], "event_id string, reason string"
-    )
-
-    def append(version: int) -> None:
-        (
-            batch.write.format("delta")
-            .mode("append")
-            .option("txnAppId", "ingest-query-1")
-            .option("txnVersion", version)
-            .save(path)
-        )
-
-    append(0)
-    append(0)
-    assert spark.read.format("delta").load(path).count() == 2
-    assert history_versions(spark, path) == 1
-    append(1)
-    assert spark.read.format("delta").load(path).count() == 4
-    assert history_versions(spark, path) == 2

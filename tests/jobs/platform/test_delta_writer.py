@@ -1,4 +1,4 @@
-"""``DeltaWriter``: the one way ackstate writes Delta tables, idempotent per (app id, version)."""
+"""``DeltaWriter``: the one way ackstate writes Delta tables; its MERGEs idempotent per (app id, version)."""
 
 from __future__ import annotations
 
@@ -92,13 +92,15 @@ def test_clauses_run_in_order_and_the_match_can_be_on_other_columns(
     assert _read(spark, writer.warehouse) == [(1, 0, 9, 4)]
 
 
-def test_an_append_with_the_same_version_is_applied_once(spark: SparkSession, writer: DeltaWriter) -> None:
+def test_an_append_is_a_plain_commit_with_its_tag(spark: SparkSession, writer: DeltaWriter) -> None:
+    """Appends are not idempotent on their own: the ingest skips a repeated one by its tag
+    (``tests/jobs/ingest/test_recovery.py``)."""
     rows = _ledgers(spark, [("t", 0, 1, 0, 9, 10)])
     for _ in range(2):
-        writer.append(spark, "ledgers", rows, version=3, tag="app-1:3")
-    assert _read(spark, writer.warehouse) == [(1, 0, 9, 10)]
+        writer.append(spark, "ledgers", rows, tag="app-1:3")
+    assert _read(spark, writer.warehouse) == [(1, 0, 9, 10)] * 2
     history = spark.sql(f"DESCRIBE HISTORY delta.`{writer.warehouse}/ledgers`").collect()
-    assert "app-1:3" in [h.userMetadata for h in history]
+    assert [(h.operation, h.userMetadata) for h in history[:2]] == [("WRITE", "app-1:3")] * 2
 
 
 def test_each_write_is_reported_with_its_name(spark: SparkSession, tmp_path: Path) -> None:
@@ -108,7 +110,7 @@ def test_each_write_is_reported_with_its_name(spark: SparkSession, tmp_path: Pat
     writer = DeltaWriter(warehouse, "app-2", on_write=lambda what, began: seen.append(what))
     rows = _ledgers(spark, [("t", 0, 1, 0, 9, 10)])
     writer.merge("ledgers", rows).when_not_matched_insert().execute(spark, version=1)
-    writer.append(spark, "ledgers", rows, version=2, tag="x")
+    writer.append(spark, "ledgers", rows, tag="x")
     assert seen == ["merge ledgers", "write ledgers"]
 
 
