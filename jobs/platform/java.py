@@ -26,8 +26,9 @@ MIN_JAVA = 17
 JAVA_HINT = f"install a JDK {MIN_JAVA} and set JAVA_HOME"
 
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
-"""Driver option of a short-lived JVM (a command's few queries, a test run): the C1 JIT alone
-warms up faster on two cores than C1 and C2 together."""
+"""Driver option of a short-lived JVM (a command's few queries): the C1 JIT alone warms up
+faster on two cores than C1 and C2 together. Not for a JVM that runs for minutes (an ingest,
+the test suite's session): there the optimising compiler pays for itself."""
 
 
 def require_java() -> Path:
