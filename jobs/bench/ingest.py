@@ -1,7 +1,8 @@
 """``ackstate bench --ingest``: end-to-end ingest throughput against a same-run Spark pass-through.
 
-DESIGN.md, "Performance targets": local[2], 1M-event micro-batches, 10,000 subscriptions,
->= 250,000 events/s sustained and >= 0.5 of a Spark pass-through of the same events.
+DESIGN.md, "Performance targets": local[2], 1M-event micro-batches, 10,000 subscriptions. Issue
+13 replaced its absolute 250,000 events/s by a ratio: ackstate sustained >= 0.5 of a Spark
+pass-through of the same events in the same run, so the sustained figure has no target of its own.
 
 One run, in the one session ``jobs.platform.session.get_spark`` gives, over the same JSON Lines files
 (one file of ``events_per_batch`` events per micro-batch, ``maxFilesPerTrigger=1``,
@@ -56,7 +57,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ackstate.bench")
 
-INGEST_TARGET_EVENTS_PER_S = 250_000
 RATIO_TARGET = 0.5
 SUBSCRIPTIONS_PER_TOPIC = 8  # every role name once, each subscription type twice, per topic partition
 PARTITIONS = 4  # every other topic has this many partitions, the others are not partitioned
@@ -488,7 +488,7 @@ def figures(workload: Workload, results: Sequence[RunResult]) -> list[Figure]:
             f"ackstate ingest, sustained ({workload.subscriptions:,} subs)",
             ack_runs,
             "events/s",
-            f">= {INGEST_TARGET_EVENTS_PER_S:,}",
+            "(see the ratio)",
         ),
         ("Spark pass-through, sustained (same files)", thru_runs, "events/s", "(reference)"),
         ("ackstate / pass-through", ratio_runs, "ratio", f">= {RATIO_TARGET}"),
