@@ -185,8 +185,9 @@ class BatchWriter:
         """Write ``schemas.udf.APPLY_OUTPUT`` rows that no input event produced.
 
         ``ackstate bootstrap`` computes a starting state outside any micro-batch; it goes to
-        the tables through the same writes as a batch's, with the same idempotency (app id
-        ``options.app_id``, version ``batch_id``) and an ``ingest_batches`` row of 0 inputs.
+        the tables through the same writes as a batch's (MERGEs idempotent on app id
+        ``options.app_id`` and version ``batch_id``) and an ``ingest_batches`` row of 0 inputs.
+        Nothing is looked up in the tables' history: each bootstrap writes a new ``batch_id``.
         """
         self._phases = _Phases(batch_id, self.on_phase)
         self._recovered = NOTHING_WRITTEN  # a bootstrap's batch id is new each time
