@@ -25,7 +25,6 @@ Generating the files is not part of any figure.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import statistics
 import tempfile
@@ -38,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.bench.figures import Figure
 from jobs.bench.ingest import ackstate_options, capture_ingest_log, run_passthrough
+from jobs.ingest.recovery import batch_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -107,9 +107,6 @@ def batch_latencies(progress: Sequence[Any]) -> list[BatchLatency]:
     return sorted(out, key=lambda b: b.batch_id)
 
 
-_TAG = re.compile(r"^(?P<app>\S+):(?P<batch>\d+)(?: read \S+)?$")
-
-
 def commits_by_batch(warehouse: Path, app_id: str) -> dict[int, dict[str, int]]:
     """Delta commits per batch and table, from the ``userMetadata`` tags of the local tables' logs."""
     out: dict[int, dict[str, int]] = {}
@@ -120,9 +117,9 @@ def commits_by_batch(warehouse: Path, app_id: str) -> dict[int, dict[str, int]]:
                 info = json.loads(line).get("commitInfo")
                 if info is None:
                     continue
-                match = _TAG.match(info.get("userMetadata") or "")
-                if match and match["app"] == app_id:
-                    per = out.setdefault(int(match["batch"]), {})
+                batch = batch_of(info.get("userMetadata"), app_id)
+                if batch is not None:
+                    per = out.setdefault(batch, {})
                     per[table] = per.get(table, 0) + 1
     return out
 

@@ -40,6 +40,16 @@ def read_tag(tag: str, versions: dict[str, int]) -> str:
     return f"{tag} read " + ",".join(f"{name}@{versions[name]}" for name in sorted(versions))
 
 
+def batch_of(metadata: str | None, app_id: str) -> int | None:
+    """The batch id of a commit that app ``app_id`` made for one of its batches, from the
+    commit's ``userMetadata`` (``read_tag``); None for any other commit."""
+    match = _METADATA.match(metadata or "")
+    if match is None:
+        return None
+    app, _, batch = match["tag"].rpartition(":")
+    return int(batch) if app == app_id and batch.isdigit() else None
+
+
 def read_versions(spark: SparkSession, warehouse: str) -> dict[str, int]:
     """The latest version of each table a batch reads, to read and to record."""
     return {name: latest_version(spark, warehouse, name) for name in READ_TABLES}

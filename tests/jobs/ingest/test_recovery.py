@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.ingest.recovery import NOTHING_WRITTEN, read_tag, recover
+from jobs.ingest.recovery import NOTHING_WRITTEN, batch_of, read_tag, recover
 from jobs.platform.delta_writer import DeltaWriter
 from jobs.platform.tables import ensure_tables
 
@@ -37,3 +37,10 @@ def test_a_batchs_appends_and_the_versions_it_read_are_found_by_its_tag(
     assert (merged.versions, merged.appended) == (READ, frozenset())
     assert recover(spark, warehouse, "app:5") == NOTHING_WRITTEN
     assert recover(spark, warehouse, "other:3") == NOTHING_WRITTEN
+
+
+def test_the_batch_of_a_commit_is_read_back_from_the_tag_the_batch_wrote() -> None:
+    assert batch_of(read_tag("app:12", READ), "app") == 12
+    assert batch_of("app:12", "app") == 12  # an older ackstate's bare tag
+    assert batch_of(read_tag("app:12", READ), "other") is None
+    assert batch_of(None, "app") is None  # compaction's commits carry none
