@@ -181,17 +181,29 @@ def test_batch_index_ack_with_the_feature_off_changes_no_count():
     assert s.unacked_messages(1) == 5
 
 
-def test_blocked_at_the_limit_and_unblocked_at_half_before_the_subtraction():
-    """3.4 and edge 6: block at unacked_messages >= max; unblock when unacked_messages <= max/2
-    *before* the ack."""
+def test_blocked_at_the_limit_and_unblocked_at_half_after_the_subtraction():
+    """3.4: block at unacked_messages >= max; unblock when the ack leaves unacked_messages <= max/2.
+
+    Pulsar 4.0.7 ``Consumer.individualAckNormal`` subtracts the ack's count and then calls
+    ``updateBlockedConsumerOnUnackedMsgs`` again, after the check inside ``removePendingAcks``:
+    the count after the ack decides (the spec's "before subtracting" is one ack late)."""
     s = shared_with_two(entries=8, max_unacked_messages_per_consumer=4)
     s.apply(*(s.dispatch(1, 10, e) for e in range(4)))
     assert s.sub().consumers[1].blocked
-    s.apply(s.ack(1, (10, 0)))  # 4 > 2 before subtracting: still blocked
-    s.apply(s.ack(1, (10, 1)))  # 3 > 2
-    assert s.sub().consumers[1].blocked and s.unacked_messages(1) == 2
-    s.apply(s.ack(1, (10, 2)))  # 2 <= 2 before subtracting: unblocked
-    assert not s.sub().consumers[1].blocked
+    s.apply(s.ack(1, (10, 0)))  # 3 > 2 after subtracting: still blocked
+    assert s.sub().consumers[1].blocked and s.unacked_messages(1) == 3
+    s.apply(s.ack(1, (10, 1)))  # 2 <= 2 after subtracting: unblocked
+    assert not s.sub().consumers[1].blocked and s.unacked_messages(1) == 2
+
+
+def test_an_ack_that_unblocks_lets_dispatches_count_from_the_lower_figure():
+    """The broker unblocks on the ack that takes the consumer to half the limit and dispatches
+    at once; those dispatches must not keep it blocked (the race a real broker showed)."""
+    s = shared_with_two(entries=8, max_unacked_messages_per_consumer=4)
+    s.apply(*(s.dispatch(1, 10, e) for e in range(4)))
+    s.apply(s.ack(1, (10, 0)), s.ack(1, (10, 1)))
+    s.apply(s.dispatch(1, 10, 4), s.ack(1, (10, 2)))  # 3 unacked, then 2: never back at 4
+    assert not s.sub().consumers[1].blocked and s.unacked_messages(1) == 2
 
 
 def test_acks_of_an_unknown_consumer_are_dropped():
