@@ -70,6 +70,8 @@ def cluster_ingest(
         "executor.cores = 1\n"
         "cores.max = 2\n"
         "sql.shuffle.partitions = 2\n"
+        "databricks.delta.snapshotPartitions = 2\n"
+        "sql.adaptive.enabled = false\n"
         "ui.enabled = false\n"
         "[ingest]\n"
         "max_files_per_trigger = 1\n"
@@ -143,6 +145,8 @@ def test_spark_submit_with_py_files_gives_the_local_tables(
         "--conf", "spark.executor.memory=1g",
         "--conf", "spark.cores.max=2",
         "--conf", "spark.sql.shuffle.partitions=2",
+        "--conf", "spark.databricks.delta.snapshotPartitions=2",
+        "--conf", "spark.sql.adaptive.enabled=false",
         "--conf", "spark.ui.enabled=false",
         str(REPO_ROOT / "jobs" / "ingest" / "__main__.py"),
         "--source", str(source), "--warehouse", str(warehouse), "--max-files-per-trigger", "1",
