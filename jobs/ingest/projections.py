@@ -76,11 +76,6 @@ def changes(merge: TableMerge) -> TableMerge:
     return merge.changes()
 
 
-def insert_new(merge: TableMerge) -> TableMerge:
-    """Rows written once and never changed (an active-consumer change at its seq)."""
-    return merge.when_not_matched_insert()
-
-
 CURSOR_FIGURES = ["msg_backlog", "last_seq", "last_event_time", "query_id", "batch_id", "updated_at"]
 """What a batch updates on a cursor whose state it did not change (its backlog still moves)."""
 
@@ -173,7 +168,7 @@ PROJECTIONS: tuple[Projection, ...] = (
     Projection(CONSUMER, "consumers", upsert),
     Projection(PENDING, "pending_acks", changes, ("op",), _pending_columns),
     Projection(REDELIVERY, "redeliveries", changes, ("op",)),
-    Projection(ACTIVE_CHANGE, "active_consumer_changes", insert_new),
+    Projection(ACTIVE_CHANGE, "active_consumer_changes", None),
 )
 """Every kind of the UDF's rows that a table holds, in the order a batch writes them (the
 receipts of a batch are appended before the answers to earlier ones are merged)."""

@@ -1,0 +1,129 @@
+"""``active_consumer_changes`` is appended: the rows the insert-only MERGE it replaced wrote.
+
+Its key (topic, partition, subscription, seq) is new in every batch: a replayed event is
+refused as ``stale_seq`` before the engine sees it, so no change is computed twice, and a batch
+that runs again after a crash skips the append by its tag (``jobs.ingest.recovery``), as it does
+for the other appends. This test feeds the same events to both writes, over several batches
+with switches in each, and a replay of them all.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from jobs.ingest import batch
+from jobs.ingest.projections import PROJECTION
+from jobs.platform.delta_writer import TableMerge
+from jobs.platform.tables import read_table
+from schemas.udf import ACTIVE_CHANGE
+from tests.jobs.warehouse import LINEAGE, ingest, snapshot, write_events
+
+pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
+
+PARTITIONS = (
+    ("persistent://public/default/switches-a", -1),
+    ("persistent://public/default/switches-b", 0),
+    ("persistent://public/default/switches-b", 1),
+)
+
+
+def _switching_stream(topic: str, partition: int, first_seq: int) -> list[list[dict[str, object]]]:
+    """Three files of one Failover subscription's consumers coming and going: each file
+    changes the active consumer at least once."""
+    seq = first_seq
+
+    def event(type_: str, **fields: object) -> dict[str, object]:
+        nonlocal seq
+        seq += 1
+        return {
+            "event_id": f"{topic}-{partition}-{seq}",
+            "seq": seq,
+            "event_time": 1_000 * seq,
+            "type": type_,
+            "topic": topic,
+            "partition": partition,
+            **fields,
+        }
+
+    def subscribe(consumer_id: int, name: str, priority: int = 0) -> dict[str, object]:
+        return event(
+            "SUBSCRIBE",
+            subscription="fo",
+            consumer_id=consumer_id,
+            consumer_name=name,
+            sub_type="Failover",
+            priority_level=priority,
+        )
+
+    def close(consumer_id: int) -> dict[str, object]:
+        return event("CLOSE_CONSUMER", subscription="fo", consumer_id=consumer_id)
+
+    publish = [
+        event("PUBLISH", ledger_id=7, entry_id=e, batch_size=1, producer_name="p", sequence_id=e)
+        for e in range(3)
+    ]
+    return [
+        [*publish, subscribe(1, "c-b"), subscribe(2, "c-a"), subscribe(3, "c-c", priority=1)],
+        [close(2), subscribe(4, "c-0"), close(1)],
+        [close(4), subscribe(5, "c-a"), close(3), subscribe(6, "c-z", priority=-1)],
+    ]
+
+
+def _events() -> list[list[dict[str, object]]]:
+    files: list[list[dict[str, object]]] = [[], [], []]
+    for topic, partition in PARTITIONS:
+        for i, part in enumerate(_switching_stream(topic, partition, 0)):
+            files[i].extend(part)
+    return files
+
+
+def _old_write(merge: TableMerge) -> TableMerge:
+    """The write ``active_consumer_changes`` had before: insert the rows whose key is new."""
+    return merge.when_not_matched_insert()
+
+
+def test_appended_changes_are_the_rows_the_insert_only_merge_wrote(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert PROJECTION[ACTIVE_CHANGE].write is None  # appended
+    files = _events()
+    source = tmp_path / "source"
+    write_events(source, files)
+    write_events(source, [[e for f in files for e in f]], prefix="replayed")  # all again, one batch
+    replayed = source / "replayed-000.jsonl"
+    os.utime(replayed, (time.time() + 1, time.time() + 1))  # read after the originals
+
+    appended = tmp_path / "appended"
+    ingest(spark, source, appended)
+    merged = tmp_path / "merged"
+    old = tuple(replace(p, write=_old_write) if p.kind == ACTIVE_CHANGE else p for p in batch.PROJECTIONS)
+    monkeypatch.setattr(batch, "PROJECTIONS", old)
+    ingest(spark, source, merged)
+
+    got = snapshot(spark, appended, exclude=LINEAGE)["active_consumer_changes"]
+    assert got == snapshot(spark, merged, exclude=LINEAGE)["active_consumer_changes"]
+    # switches in each of the first three batches on every partition, none from the replays
+    changes = read_table(spark, appended, "active_consumer_changes").collect()
+    assert {(r["batch_id"], r["topic"], r["partition"]) for r in changes} == {
+        (b, topic, partition) for b in range(3) for topic, partition in PARTITIONS
+    }
+
+
+def test_a_batch_run_again_after_its_append_adds_no_change_twice(spark: SparkSession, tmp_path: Path) -> None:
+    """Killed right after batch 1 appended its changes, the re-run skips that append by its tag."""
+    files = _events()
+    source = tmp_path / "source"
+    write_events(source, files)
+    clean = tmp_path / "clean"
+    ingest(spark, source, clean)
+    crashed = tmp_path / "crashed"
+    ingest(spark, source, crashed, kill_at="1:write active_consumer_changes")
+    ingest(spark, source, crashed)
+    table = "active_consumer_changes"
+    assert snapshot(spark, crashed, exclude=LINEAGE)[table] == snapshot(spark, clean, exclude=LINEAGE)[table]
