@@ -7,11 +7,12 @@ run read. Every commit of a batch carries them in its ``userMetadata``: ``<app i
 read cursors@7,ledger_trims@0,topic_partitions@9``.
 
 The same tag makes a batch's appends (``ingest_batches``, ``rejected_events``, its new
-``send_receipts``, ``active_consumer_changes``) exactly once: they carry no idempotent-write pair (Delta 4.4 answers that
-check with a job over the table's whole log state, most of a small append's cost), and the
-re-run of a batch skips the tables whose history already holds an append (operation ``WRITE``)
-with its tag. Only the first batch of a run can repeat one an earlier run began, so only it
-reads the history. The MERGEs keep the pair: a MERGE reads that state for its file scan anyway.
+``send_receipts``, ``active_consumer_changes``) exactly once: they carry no idempotent-write
+pair (Delta 4.4 answers that check with a job over the table's whole log state, most of a small
+append's cost), and the re-run of a batch skips the tables whose history already holds an
+append (operation ``WRITE``) with its tag. Only the first batch of a run can repeat one an
+earlier run began, so only it reads the history. The MERGEs keep the pair: a MERGE reads that
+state for its file scan anyway.
 """
 
 from __future__ import annotations
