@@ -39,6 +39,9 @@ from jobs.platform.jars import JARS_DIR_ENV, jars_root, run_logged
 from jobs.platform.java import java_version_text, require_java
 
 ARCHIVE_DIR = "cds"
+KEEP_ARCHIVES = 3
+"""Archives kept in the jar cache: one per virtual environment that ran ``ackstate setup``
+lately (``drop_old_archives``)."""
 """The folder of the jar cache that holds the archives and the empty ``SPARK_CONF_DIR``."""
 
 _OWN_OPTIONS = ("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit", "-Xshare")
@@ -128,7 +131,16 @@ def ensure_archive(
     if not run_logged([sys.executable, "-c", code, *args], log_file, env=env) or not partial.is_file():
         raise SparkUnavailableError(f"dumping the class data sharing archive failed: see {log_file}")
     partial.replace(path)
-    for stale in path.parent.glob("driver-*.jsa"):
-        if stale != path:
-            stale.unlink(missing_ok=True)  # 150-200 MB each; a class path has one
+    drop_old_archives(path.parent)
     return path, time.monotonic() - started
+
+
+def drop_old_archives(directory: Path, keep: int = KEEP_ARCHIVES) -> None:
+    """Delete all but the ``keep`` newest archives (150-200 MB each).
+
+    Each virtual environment has its own class path, so its own archive: a checkout and a clean
+    clone set up beside it on one machine share the jar cache. Keeping only the newest archive
+    made each setup delete the other's, and its sessions started without one."""
+    archives = sorted(directory.glob("driver-*.jsa"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    for old in archives[keep:]:
+        old.unlink(missing_ok=True)

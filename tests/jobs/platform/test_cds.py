@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.platform.cds import archive_path, driver_launch, empty_conf_dir
+from jobs.platform.cds import archive_path, driver_launch, drop_old_archives, empty_conf_dir
 from jobs.platform.config import load_config
 from jobs.platform.java import require_java
 from jobs.platform.session import local_extra_class_path
@@ -60,6 +60,17 @@ def test_a_callers_own_archive_option_wins(java, tmp_path, own_conf_dir, own: st
     launch = driver_launch(java, "", f"-Xmx1g {own}", tmp_path)
     assert launch.archive is None
     assert not any("SharedArchiveFile" in option for option in launch.java_options)
+
+
+def test_the_newest_archives_are_kept_and_the_others_deleted(tmp_path: Path) -> None:
+    """Two environments set up on one machine each keep their archive (the newest three stay)."""
+    names = [f"driver-{i:016x}.jsa" for i in range(5)]
+    for i, name in enumerate(names):
+        (tmp_path / name).write_bytes(b"")
+        os.utime(tmp_path / name, ns=(i * 10**9, i * 10**9))
+    (tmp_path / "other.log").write_text("")
+    drop_old_archives(tmp_path, keep=3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [*names[2:], "other.log"]
 
 
 def test_a_users_spark_conf_dir_is_left_alone(java, tmp_path, monkeypatch) -> None:
