@@ -3,8 +3,8 @@
 Its key (topic, partition, subscription, seq) is new in every batch: a replayed event is
 refused as ``stale_seq`` before the engine sees it, so no change is computed twice, and a batch
 that runs again after a crash skips the append by its tag (``jobs.ingest.recovery``), as it does
-for the other appends. This test feeds the same events to both writes, over several batches
-with switches in each, and a replay of them all.
+for the other appends. These tests feed the same events to both writes, over two batches with
+switches in each and a replay of them all, and kill a batch right after its append.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from tests.jobs.warehouse import LINEAGE, ingest, snapshot, write_events
 
 pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
 
+TABLE = "active_consumer_changes"
 PARTITIONS = (
     ("persistent://public/default/switches-a", -1),
     ("persistent://public/default/switches-b", 0),
@@ -33,10 +34,10 @@ PARTITIONS = (
 )
 
 
-def _switching_stream(topic: str, partition: int, first_seq: int) -> list[list[dict[str, object]]]:
-    """Three files of one Failover subscription's consumers coming and going: each file
-    changes the active consumer at least once."""
-    seq = first_seq
+def _switching_stream(topic: str, partition: int) -> list[list[dict[str, object]]]:
+    """Two files of one Failover subscription's consumers coming and going: each file changes
+    the active consumer more than once."""
+    seq = 0
 
     def event(type_: str, **fields: object) -> dict[str, object]:
         nonlocal seq
@@ -69,18 +70,40 @@ def _switching_stream(topic: str, partition: int, first_seq: int) -> list[list[d
         for e in range(3)
     ]
     return [
-        [*publish, subscribe(1, "c-b"), subscribe(2, "c-a"), subscribe(3, "c-c", priority=1)],
-        [close(2), subscribe(4, "c-0"), close(1)],
-        [close(4), subscribe(5, "c-a"), close(3), subscribe(6, "c-z", priority=-1)],
+        [*publish, subscribe(1, "c-b"), subscribe(2, "c-a"), subscribe(3, "c-c", priority=1), close(2)],
+        [
+            subscribe(4, "c-0"),
+            close(1),
+            close(4),
+            subscribe(5, "c-a"),
+            close(3),
+            subscribe(6, "c-z", priority=-1),
+        ],
     ]
 
 
-def _events() -> list[list[dict[str, object]]]:
-    files: list[list[dict[str, object]]] = [[], [], []]
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two files of switches on three topic partitions, then one file that replays them all."""
+    files: list[list[dict[str, object]]] = [[], []]
     for topic, partition in PARTITIONS:
-        for i, part in enumerate(_switching_stream(topic, partition, 0)):
+        for i, part in enumerate(_switching_stream(topic, partition)):
             files[i].extend(part)
-    return files
+    path = tmp_path_factory.mktemp("switches")
+    write_events(path, files)
+    write_events(path, [[e for f in files for e in f]], prefix="replayed")
+    replayed = path / "replayed-000.jsonl"
+    os.utime(replayed, (time.time() + 1, time.time() + 1))  # read after the originals
+    return path
+
+
+@pytest.fixture(scope="module")
+def appended(spark: SparkSession, source: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The warehouse of a run that was never stopped."""
+    assert PROJECTION[ACTIVE_CHANGE].write is None  # appended
+    warehouse = tmp_path_factory.mktemp("appended") / "warehouse"
+    ingest(spark, source, warehouse)
+    return warehouse
 
 
 def _old_write(merge: TableMerge) -> TableMerge:
@@ -89,41 +112,30 @@ def _old_write(merge: TableMerge) -> TableMerge:
 
 
 def test_appended_changes_are_the_rows_the_insert_only_merge_wrote(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession, source: Path, appended: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert PROJECTION[ACTIVE_CHANGE].write is None  # appended
-    files = _events()
-    source = tmp_path / "source"
-    write_events(source, files)
-    write_events(source, [[e for f in files for e in f]], prefix="replayed")  # all again, one batch
-    replayed = source / "replayed-000.jsonl"
-    os.utime(replayed, (time.time() + 1, time.time() + 1))  # read after the originals
-
-    appended = tmp_path / "appended"
-    ingest(spark, source, appended)
     merged = tmp_path / "merged"
     old = tuple(replace(p, write=_old_write) if p.kind == ACTIVE_CHANGE else p for p in batch.PROJECTIONS)
     monkeypatch.setattr(batch, "PROJECTIONS", old)
     ingest(spark, source, merged)
 
-    got = snapshot(spark, appended, exclude=LINEAGE)["active_consumer_changes"]
-    assert got == snapshot(spark, merged, exclude=LINEAGE)["active_consumer_changes"]
-    # switches in each of the first three batches on every partition, none from the replays
-    changes = read_table(spark, appended, "active_consumer_changes").collect()
+    got = snapshot(spark, appended, exclude=LINEAGE)[TABLE]
+    assert got == snapshot(spark, merged, exclude=LINEAGE)[TABLE]
+    # switches in both batches on every partition, none from the replays
+    changes = read_table(spark, appended, TABLE).collect()
     assert {(r["batch_id"], r["topic"], r["partition"]) for r in changes} == {
-        (b, topic, partition) for b in range(3) for topic, partition in PARTITIONS
+        (b, topic, partition) for b in range(2) for topic, partition in PARTITIONS
     }
 
 
-def test_a_batch_run_again_after_its_append_adds_no_change_twice(spark: SparkSession, tmp_path: Path) -> None:
+@pytest.mark.slow  # a crash and a restart
+def test_a_batch_run_again_after_its_append_adds_no_change_twice(
+    spark: SparkSession, source: Path, appended: Path, tmp_path: Path
+) -> None:
     """Killed right after batch 1 appended its changes, the re-run skips that append by its tag."""
-    files = _events()
-    source = tmp_path / "source"
-    write_events(source, files)
-    clean = tmp_path / "clean"
-    ingest(spark, source, clean)
     crashed = tmp_path / "crashed"
-    ingest(spark, source, crashed, kill_at="1:write active_consumer_changes")
+    ingest(spark, source, crashed, kill_at=f"1:write {TABLE}")
     ingest(spark, source, crashed)
-    table = "active_consumer_changes"
-    assert snapshot(spark, crashed, exclude=LINEAGE)[table] == snapshot(spark, clean, exclude=LINEAGE)[table]
+    assert (
+        snapshot(spark, crashed, exclude=LINEAGE)[TABLE] == snapshot(spark, appended, exclude=LINEAGE)[TABLE]
+    )
