@@ -39,10 +39,10 @@ from jobs.platform.jars import JARS_DIR_ENV, jars_root, run_logged
 from jobs.platform.java import java_version_text, require_java
 
 ARCHIVE_DIR = "cds"
+"""The folder of the jar cache that holds the archives and the empty ``SPARK_CONF_DIR``."""
 KEEP_ARCHIVES = 3
 """Archives kept in the jar cache: one per virtual environment that ran ``ackstate setup``
 lately (``drop_old_archives``)."""
-"""The folder of the jar cache that holds the archives and the empty ``SPARK_CONF_DIR``."""
 
 _OWN_OPTIONS = ("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit", "-Xshare")
 """Options by which a caller already chose what the JVM does with archives."""
