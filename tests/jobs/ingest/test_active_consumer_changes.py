@@ -22,7 +22,7 @@ from jobs.ingest.projections import PROJECTION
 from jobs.platform.delta_writer import TableMerge
 from jobs.platform.tables import read_table
 from schemas.udf import ACTIVE_CHANGE
-from tests.jobs.warehouse import LINEAGE, ingest, snapshot, write_events
+from tests.jobs.warehouse import LINEAGE, EventLog, ingest, snapshot, write_events
 
 pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
 
@@ -34,27 +34,15 @@ PARTITIONS = (
 )
 
 
-def _switching_stream(topic: str, partition: int) -> list[list[dict[str, object]]]:
+def _switching_stream(log: EventLog, topic: str, partition: int) -> list[list[dict[str, object]]]:
     """Two files of one Failover subscription's consumers coming and going: each file changes
     the active consumer more than once."""
-    seq = 0
-
-    def event(type_: str, **fields: object) -> dict[str, object]:
-        nonlocal seq
-        seq += 1
-        return {
-            "event_id": f"{topic}-{partition}-{seq}",
-            "seq": seq,
-            "event_time": 1_000 * seq,
-            "type": type_,
-            "topic": topic,
-            "partition": partition,
-            **fields,
-        }
 
     def subscribe(consumer_id: int, name: str, priority: int = 0) -> dict[str, object]:
-        return event(
+        return log.event(
             "SUBSCRIBE",
+            topic,
+            partition,
             subscription="fo",
             consumer_id=consumer_id,
             consumer_name=name,
@@ -63,10 +51,19 @@ def _switching_stream(topic: str, partition: int) -> list[list[dict[str, object]
         )
 
     def close(consumer_id: int) -> dict[str, object]:
-        return event("CLOSE_CONSUMER", subscription="fo", consumer_id=consumer_id)
+        return log.event("CLOSE_CONSUMER", topic, partition, subscription="fo", consumer_id=consumer_id)
 
     publish = [
-        event("PUBLISH", ledger_id=7, entry_id=e, batch_size=1, producer_name="p", sequence_id=e)
+        log.event(
+            "PUBLISH",
+            topic,
+            partition,
+            ledger_id=7,
+            entry_id=e,
+            batch_size=1,
+            producer_name="p",
+            sequence_id=e,
+        )
         for e in range(3)
     ]
     return [
@@ -86,8 +83,9 @@ def _switching_stream(topic: str, partition: int) -> list[list[dict[str, object]
 def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two files of switches on three topic partitions, then one file that replays them all."""
     files: list[list[dict[str, object]]] = [[], []]
+    log = EventLog()
     for topic, partition in PARTITIONS:
-        for i, part in enumerate(_switching_stream(topic, partition)):
+        for i, part in enumerate(_switching_stream(log, topic, partition)):
             files[i].extend(part)
     path = tmp_path_factory.mktemp("switches")
     write_events(path, files)
