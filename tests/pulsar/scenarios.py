@@ -355,6 +355,37 @@ def acks_racing_replays(run: Run) -> None:
         time.sleep(rng.uniform(0.0, 0.1))
 
 
+def cursor_operations(run: Run) -> None:
+    """A consumer's seek, an admin skip-all (clear backlog) and an unsubscribe.
+
+    Each moves or deletes a cursor outside every hook the plugin has: the broker applies them to
+    the managed cursor directly (``PersistentSubscription.resetCursor``, ``clearBacklog``,
+    ``delete``), and the contract has no event for them. Played by ``tests/pulsar/stress.py``,
+    not by the judge, until the plugin and the contract carry them: on Pulsar 4.0.7 ackstate
+    keeps the ack holes the seek cleared, the backlog the skip-all emptied, and the subscription
+    that was deleted (README, "What the plugin cannot see").
+    """
+    topic = run.topic("seek")
+    consumer = run.subscribe(topic, "s", pulsar.ConsumerType.Exclusive, "seek-c")
+    produce(run, topic, 20)
+    msgs = receive(consumer, 20)
+    for i in (0, 1, 2, 5, 7, 9):
+        consumer.acknowledge(msgs[i])
+    time.sleep(0.5)  # the acks reach the broker before the seek
+    consumer.seek(msgs[3].message_id())
+    topic = run.topic("skip-all")
+    consumer = run.subscribe(topic, "s", pulsar.ConsumerType.Shared, "skip-c", receiver_queue_size=5)
+    produce(run, topic, 20)
+    consumer.acknowledge(receive(consumer, 5)[1])
+    time.sleep(0.5)
+    run.broker.admin(admin_path(topic) + "/subscription/s/skip_all", "POST", None)
+    topic = run.topic("unsubscribe")
+    gone = run.subscribe(topic, "gone", pulsar.ConsumerType.Shared, "gone-c")
+    run.subscribe(topic, "kept", pulsar.ConsumerType.Shared, "kept-c")
+    produce(run, topic, 5)
+    gone.unsubscribe()
+
+
 def subscription_stats(run: Run, topic: str, sub: str) -> dict[str, Any]:
     """The broker's stats of ``sub`` (``/stats``), as the admin API gives them now."""
     return run.broker.admin(admin_path(topic) + "/stats")["subscriptions"][sub]
