@@ -363,7 +363,8 @@ def cursor_operations(run: Run) -> None:
     ``delete``), and the contract has no event for them. Played by ``tests/pulsar/stress.py``,
     not by the judge, until the plugin and the contract carry them: on Pulsar 4.0.7 ackstate
     keeps the ack holes the seek cleared, the backlog the skip-all emptied, and the subscription
-    that was deleted (README, "What the plugin cannot see").
+    that was deleted (README, "Cursor operations ackstate does not follow yet"). The consumer
+    the seek disconnects, and its reconnect, do match the broker.
     """
     topic = run.topic("seek")
     consumer = run.subscribe(topic, "s", pulsar.ConsumerType.Exclusive, "seek-c")

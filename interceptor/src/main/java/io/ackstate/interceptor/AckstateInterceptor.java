@@ -3,11 +3,13 @@ package io.ackstate.interceptor;
 import io.netty.buffer.ByteBuf;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.Queue;
+import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -33,7 +35,8 @@ import org.slf4j.LoggerFactory;
 /**
  * Writes what the broker does to subscriptions as ackstate's contract events.
  *
- * <p>Hook to event: {@code consumerCreated} SUBSCRIBE; {@code consumerClosed} and topic unload or
+ * <p>Hook to event: {@code consumerCreated} SUBSCRIBE (after CLOSE_CONSUMER for the consumers of
+ * its subscription the broker let go without a hook); {@code consumerClosed} and topic unload or
  * delete CLOSE_CONSUMER; {@code onMessagePublish} SEND; {@code messageProduced} PUBLISH;
  * {@code messageDispatched} DISPATCH; {@code messageAcked} ACK (after the broker applied it); an
  * inbound {@code CommandRedeliverUnacknowledgedMessages} REDELIVER. {@code beforeSendMessage}
@@ -63,6 +66,8 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     private final SeqClock consumerIds = new SeqClock();
     /** Every consumer announced and not yet closed, by identity; changed under its own lock. */
     private final Map<Consumer, TrackedConsumer> consumers = new IdentityHashMap<>();
+    /** The same consumers by subscription (both by identity), under the lock of {@link #consumers}. */
+    private final Map<Subscription, List<Consumer>> bySubscription = new IdentityHashMap<>();
     /** Closed consumers in the order they closed, until they leave {@link #announced}. */
     private final Queue<TrackedConsumer> recentlyClosed = new ConcurrentLinkedQueue<>();
     /** The same consumers for the per-message hooks, read without a lock, and those closed in
@@ -179,6 +184,7 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                     }
                 }
                 Subscription sub = consumer.getSubscription();
+                closeLetGo(sub);
                 long id = consumerIds.next(System.currentTimeMillis());
                 // the partition's log (and floor) exists before any event of the consumer is emitted
                 PartitionLog log = log(sub.getTopic());
@@ -186,6 +192,7 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                         EventJson.consumerFields(sub.getName(), id),
                         log.persistent && consumer.getPendingAcks() != null ? log.replays(sub.getName()) : null);
                 consumers.put(consumer, tracked);
+                bySubscription.computeIfAbsent(sub, k -> new ArrayList<>()).add(consumer);
                 String initial = initialPositions.remove(new Pending(cnx, consumer.consumerId()));
                 PartitionLog partition = tracked.partition();
                 synchronized (partition) {
@@ -200,12 +207,45 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
         }
     }
 
+    /**
+     * Emits CLOSE_CONSUMER for the announced consumers of {@code sub} that the broker no longer
+     * holds, before a new consumer of it is announced. The broker lets a consumer go without a
+     * hook when it disconnects it itself: a seek or cursor reset
+     * ({@code PersistentSubscription.resetCursor} calls {@code disconnectActiveConsumers}), after
+     * which the client subscribes again on the same connection with the same consumer id. Without
+     * this, ackstate would still hold the old consumer, and on an Exclusive subscription refuse
+     * the new one as a second consumer. Called under the lock of {@link #consumers}.
+     */
+    private void closeLetGo(Subscription sub) {
+        List<Consumer> known = bySubscription.get(sub);
+        if (known == null) {
+            return;
+        }
+        // by identity: Consumer.equals matches the reconnected consumer to the one it replaces
+        Set<Consumer> held = Collections.newSetFromMap(new IdentityHashMap<>());
+        held.addAll(sub.getConsumers());
+        List<Consumer> gone = new ArrayList<>();
+        for (Consumer c : known) {
+            if (!held.contains(c)) {
+                gone.add(c);
+            }
+        }
+        gone.forEach(this::closed);
+    }
+
     private void closed(Consumer consumer) {
         TrackedConsumer tracked;
         long now = System.currentTimeMillis();
         synchronized (consumers) {
             tracked = consumers.remove(consumer);
             if (tracked != null) {
+                List<Consumer> known = bySubscription.get(consumer.getSubscription());
+                if (known != null) {
+                    known.removeIf(c -> c == consumer);
+                    if (known.isEmpty()) {
+                        bySubscription.remove(consumer.getSubscription());
+                    }
+                }
                 tracked.close(now); // stays in announced a while, closed
                 recentlyClosed.add(tracked);
             }
