@@ -15,16 +15,11 @@ import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.EventLoop;
 import java.io.IOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
-import java.util.stream.Stream;
-import org.apache.pulsar.broker.PulsarService;
-import org.apache.pulsar.broker.ServiceConfiguration;
-import org.apache.pulsar.broker.service.BrokerService;
 import org.apache.pulsar.broker.service.Consumer;
 import org.apache.pulsar.broker.service.PendingAcksMap;
 import org.apache.pulsar.broker.service.ServerCnx;
@@ -71,13 +66,7 @@ class DispatchOrderTest {
         ChannelHandlerContext ctx = mock(ChannelHandlerContext.class);
         when(ctx.channel()).thenReturn(channel);
         when(cnx.ctx()).thenReturn(ctx);
-        ServiceConfiguration conf = new ServiceConfiguration();
-        conf.getProperties().setProperty(AckstateInterceptor.SINK_DIRECTORY, dir.toString());
-        PulsarService pulsar = mock(PulsarService.class);
-        when(pulsar.getConfiguration()).thenReturn(conf);
-        when(pulsar.getBrokerService()).thenReturn(mock(BrokerService.class));
-        interceptor = new AckstateInterceptor();
-        interceptor.initialize(pulsar);
+        interceptor = FileInterceptors.started(dir);
     }
 
     @AfterEach
@@ -139,14 +128,7 @@ class DispatchOrderTest {
     }
 
     private List<String> lines() throws IOException {
-        interceptor.close(); // flushes the queue and renames the open file
-        List<String> lines = new ArrayList<>();
-        try (Stream<Path> files = Files.list(dir)) {
-            for (Path file : files.sorted().toList()) {
-                lines.addAll(Files.readAllLines(file));
-            }
-        }
-        return lines;
+        return FileInterceptors.written(interceptor, dir);
     }
 
     private static String type(String line) {

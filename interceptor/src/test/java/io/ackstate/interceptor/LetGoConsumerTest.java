@@ -5,14 +5,9 @@ import static org.mockito.Mockito.mock;
 import static org.mockito.Mockito.when;
 
 import java.io.IOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.stream.Stream;
-import org.apache.pulsar.broker.PulsarService;
-import org.apache.pulsar.broker.ServiceConfiguration;
-import org.apache.pulsar.broker.service.BrokerService;
 import org.apache.pulsar.broker.service.Consumer;
 import org.apache.pulsar.broker.service.ServerCnx;
 import org.apache.pulsar.broker.service.Subscription;
@@ -42,13 +37,7 @@ class LetGoConsumerTest {
 
     @BeforeEach
     void start() throws Exception {
-        ServiceConfiguration conf = new ServiceConfiguration();
-        conf.getProperties().setProperty(AckstateInterceptor.SINK_DIRECTORY, dir.toString());
-        PulsarService pulsar = mock(PulsarService.class);
-        when(pulsar.getConfiguration()).thenReturn(conf);
-        when(pulsar.getBrokerService()).thenReturn(mock(BrokerService.class));
-        interceptor = new AckstateInterceptor();
-        interceptor.initialize(pulsar);
+        interceptor = FileInterceptors.started(dir);
         Topic topic = mock(Topic.class);
         when(topic.getName()).thenReturn(TOPIC);
         when(sub.getName()).thenReturn("s");
@@ -73,14 +62,7 @@ class LetGoConsumerTest {
     }
 
     private List<String> events() throws IOException {
-        interceptor.close(); // flushes the queue and renames the open file
-        List<String> lines = new ArrayList<>();
-        try (Stream<Path> files = Files.list(dir)) {
-            for (Path file : files.sorted().toList()) {
-                lines.addAll(Files.readAllLines(file));
-            }
-        }
-        return lines.stream().map(LetGoConsumerTest::typeAndId).toList();
+        return FileInterceptors.written(interceptor, dir).stream().map(LetGoConsumerTest::typeAndId).toList();
     }
 
     private static String typeAndId(String line) {

@@ -1,0 +1,44 @@
+package io.ackstate.interceptor;
+
+import static org.mockito.Mockito.mock;
+import static org.mockito.Mockito.when;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.stream.Stream;
+import org.apache.pulsar.broker.PulsarService;
+import org.apache.pulsar.broker.ServiceConfiguration;
+import org.apache.pulsar.broker.service.BrokerService;
+
+/** The plugin as a broker starts it, writing its files into a test's directory, and what it wrote. */
+final class FileInterceptors {
+    private FileInterceptors() {
+    }
+
+    /** Initialised by a mocked broker whose configuration names {@code dir} as the file sink's. */
+    static AckstateInterceptor started(Path dir) throws Exception {
+        ServiceConfiguration conf = new ServiceConfiguration();
+        conf.getProperties().setProperty(AckstateInterceptor.SINK_DIRECTORY, dir.toString());
+        PulsarService pulsar = mock(PulsarService.class);
+        when(pulsar.getConfiguration()).thenReturn(conf);
+        when(pulsar.getBrokerService()).thenReturn(mock(BrokerService.class));
+        AckstateInterceptor interceptor = new AckstateInterceptor();
+        interceptor.initialize(pulsar);
+        return interceptor;
+    }
+
+    /** Every line it wrote, in file order: closing it flushes the queue and renames the open file. */
+    static List<String> written(AckstateInterceptor interceptor, Path dir) throws IOException {
+        interceptor.close();
+        List<String> lines = new ArrayList<>();
+        try (Stream<Path> files = Files.list(dir)) {
+            for (Path file : files.sorted().toList()) {
+                lines.addAll(Files.readAllLines(file));
+            }
+        }
+        return lines;
+    }
+}
