@@ -380,6 +380,41 @@ class Cursor:
                 del self.batch_acks[stale]
         return new_pos
 
+    # ---- the broker's own cursor operations -----------------------------------------
+    def reset(self, mark_delete: Position, lac: Position) -> None:
+        """ManagedCursorImpl.internalResetCursor, as it completes (RESET_CURSOR).
+
+        A consumer's seek and the admin API's reset-cursor end here
+        (``PersistentSubscription.resetCursor``). Mark-delete becomes the entry before the new
+        read position, backwards or forwards, and every individual and batch-index ack is
+        forgotten (``individualDeletedMessages.clear()``, ``batchDeletedIndexes.clear()``):
+        everything above mark-delete is unacked again. The event names the resulting
+        mark-delete, which the broker holds once the reset is done. Pulsar keeps the batch mask
+        of a seek to one message of a batch (the reset position's ack set); the event does not
+        carry it, so that entry counts as wholly unacked here.
+        """
+        if mark_delete > lac:
+            raise AckBeyondLastPublished(
+                f"cursor reset to mark-delete {mark_delete} beyond the last published entry {lac}"
+            )
+        self.mark_delete = mark_delete
+        self.acked = AckRangeSet()
+        self.batch_acks = {}
+
+    def mark_delete_to(self, mark_delete: Position, ledgers: Ledgers, lac: Position) -> None:
+        """ManagedCursorImpl.asyncMarkDelete from the broker itself (MARK_DELETE).
+
+        The admin API's skip (``asyncSkipEntries``), clear-backlog (``asyncClearBacklog``) and
+        expire-messages (``PersistentMessageExpiryMonitor``) move mark-delete forwards as a
+        cumulative ack does, with no consumer: acked runs after it are absorbed, and ranges and
+        batch state at or below it purged. A position below mark-delete is refused, as
+        ``setAcknowledgedPosition`` refuses it (the broker then reports the backlog as already
+        cleared).
+        """
+        self.ack_cumulative(
+            MessageId(mark_delete), ledgers, lac, acknowledgment_at_batch_index_level_enabled=False
+        )
+
     # ---- ledger deletion ------------------------------------------------------------
     def advance_past_deleted_ledgers(
         self, highest_deleted: Position, ledgers: Ledgers, lac: Position

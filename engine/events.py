@@ -24,6 +24,9 @@ EVENT_TYPES = (
     "ACK",
     "NACK",
     "REDELIVER",
+    # contract additions (README, "Contract additions"): cursor operations of the broker's own
+    "RESET_CURSOR",
+    "MARK_DELETE",
 )
 TYPE_CODE = {name: code for code, name in enumerate(EVENT_TYPES)}
 
@@ -42,9 +45,19 @@ EVENT_DEFAULTS: dict[str, object] = {
     "num_messages": 1,
     "marker": False,  # CommandSend.marker
 }
-SUBSCRIBE, CLOSE_CONSUMER, PUBLISH, SEND, SEND_FAILED, DISPATCH, ACK, NACK, REDELIVER = range(
-    len(EVENT_TYPES)
-)
+(
+    SUBSCRIBE,
+    CLOSE_CONSUMER,
+    PUBLISH,
+    SEND,
+    SEND_FAILED,
+    DISPATCH,
+    ACK,
+    NACK,
+    REDELIVER,
+    RESET_CURSOR,
+    MARK_DELETE,
+) = range(len(EVENT_TYPES))
 
 ACK_INDIVIDUAL, ACK_CUMULATIVE = 0, 1
 ACK_TYPE_CODE = {"Individual": ACK_INDIVIDUAL, "Cumulative": ACK_CUMULATIVE}
@@ -60,7 +73,7 @@ class EventBatch:
     sub_code: np.ndarray  # int32, index into sub_names, -1 when absent
     sub_names: list[str]
     ack_type: np.ndarray  # int8, ACK_TYPE_CODE, -1 when absent
-    ledger_id: np.ndarray  # int64 (PUBLISH, DISPATCH)
+    ledger_id: np.ndarray  # int64 (PUBLISH, DISPATCH, RESET_CURSOR, MARK_DELETE)
     entry_id: np.ndarray  # int64
     batch_size: np.ndarray  # int32
     sub_type: np.ndarray  # object: str or None (SUBSCRIBE)

@@ -52,9 +52,11 @@ from engine.events import (
     ACK_INDIVIDUAL,
     CLOSE_CONSUMER,
     DISPATCH,
+    MARK_DELETE,
     NACK,
     PUBLISH,
     REDELIVER,
+    RESET_CURSOR,
     SUBSCRIBE,
     EventBatch,
     gather_ranges,
@@ -71,11 +73,12 @@ from engine.subscription import Consumer, Subscription, SubscriptionSettings
 from engine.topic import is_non_persistent
 
 _INDIVIDUAL_ACK_MODES = ("Shared", "Key_Shared")
-_CONSUMER_EVENTS = (SUBSCRIBE, CLOSE_CONSUMER, DISPATCH, ACK, NACK, REDELIVER)
+# the events applied per subscription (the cursor operations carry no consumer)
+_CONSUMER_EVENTS = (SUBSCRIBE, CLOSE_CONSUMER, DISPATCH, ACK, NACK, REDELIVER, RESET_CURSOR, MARK_DELETE)
 # the commands that attach an unknown consumer under ``implicit_consumers``
 _ATTACHING = (DISPATCH, ACK, NACK, REDELIVER)
 # On a non-persistent topic these change no acknowledgement state (see PartitionState.apply)
-_NON_PERSISTENT_INERT = (PUBLISH, DISPATCH, ACK, NACK, REDELIVER)
+_NON_PERSISTENT_INERT = (PUBLISH, DISPATCH, ACK, NACK, REDELIVER, RESET_CURSOR, MARK_DELETE)
 
 
 class Reject(NamedTuple):
@@ -644,6 +647,9 @@ class PartitionState:
             if cursor is None:
                 raise UnknownSubscription(f"event for subscription {name!r}, which never subscribed")
             sub = self.subscription(name)
+            if kind in (RESET_CURSOR, MARK_DELETE):
+                self._cursor_operation(name, sub, cursor, int(cols.type[i]), batch, i, lac, result)
+                return
             if kind == CLOSE_CONSUMER:
                 sub.close(cursor, consumer_id, cols.seq[i], now, settings)
                 return
@@ -663,6 +669,34 @@ class PartitionState:
             result.rejects.append(Reject(cols.row[i], refusal.reason, str(refusal)))
             if name in self.cursors:
                 result.changed.add(name)  # batch state may have been recorded before the refusal
+
+    def _cursor_operation(
+        self,
+        name: str,
+        sub: Subscription,
+        cursor: Cursor,
+        kind: int,
+        batch: EventBatch,
+        i: int,
+        lac: Position,
+        result: ApplyResult,
+    ) -> None:
+        """RESET_CURSOR (``Cursor.reset``) or MARK_DELETE (``Cursor.mark_delete_to``): the broker
+        moved the cursor itself, with no consumer's command.
+
+        The subscription's consumers keep their pending acks, as ``Consumer.pendingAcks`` does:
+        a reset disconnects them first (``dispatcher.disconnectActiveConsumers``; each arrives
+        as its own CLOSE_CONSUMER), and a mark-delete leaves them to be acked or closed. Replays
+        at or below the new mark-delete are forgotten (``Subscription.forget_deleted``): the
+        dispatcher's next replay read drops what the cursor counts as deleted.
+        """
+        pos = Position(int(batch.ledger_id[i]), int(batch.entry_id[i]))
+        result.changed.add(name)
+        if kind == RESET_CURSOR:
+            cursor.reset(pos, lac)
+        else:
+            cursor.mark_delete_to(pos, self.ledgers, lac)
+        sub.forget_deleted(cursor.mark_delete)
 
     def _ack_command(
         self,

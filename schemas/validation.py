@@ -26,6 +26,9 @@ REQUIRED: Final[dict[str, tuple[str, ...]]] = {
     "ACK": ("subscription", "consumer_id", "ack_type", "message_ids"),
     "NACK": ("subscription", "consumer_id", "message_ids"),
     "REDELIVER": ("subscription", "consumer_id", "message_ids"),
+    # contract additions: the broker moved the cursor itself (README, "Contract additions")
+    "RESET_CURSOR": ("subscription", "ledger_id", "entry_id"),
+    "MARK_DELETE": ("subscription", "ledger_id", "entry_id"),
 }
 # Every element of `message_ids` names an entry.
 MESSAGE_ID_REQUIRED: Final[tuple[str, ...]] = ("ledger_id", "entry_id")
@@ -86,6 +89,9 @@ FIELD_RELATIONS: Final[tuple[tuple[str, str, tuple[str, ...]], ...]] = (
 MESSAGE_ID_MIN_VALUES: Final[dict[str, int]] = {"batch_size": 1}
 # Positions have their own reason code (negative_position), not invalid_value.
 POSITION_FIELDS: Final[tuple[str, ...]] = ("ledger_id", "entry_id")
+# Types whose position is a mark-delete position, which may be ``L:-1``: before the first entry
+# of ledger L (where a cursor sits before anything in L is acked), as internalStats prints it.
+MARK_DELETE_POSITION_TYPES: Final[tuple[str, ...]] = ("RESET_CURSOR", "MARK_DELETE")
 
 # Full topic name without the partition suffix (same pattern as the scenario runner).
 TOPIC_PATTERN: Final = r"^(persistent|non-persistent)://[^/\s]+/[^/\s]+/[^/\s]+$"

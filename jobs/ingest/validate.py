@@ -20,7 +20,8 @@ them into expressions. Each row gets exactly one reason, the first failing rule 
    partition < -1, negative seq/event_time/sequence ids, batch_size/num_messages < 1, negative
    priority or delays, a message id batch_size < 1, a null ack_set word, an ACK/NACK without
    message ids, a broken relation between producer fields (``FIELD_RELATIONS``).
-6. ``negative_position``: ledger_id/entry_id < 0 in the event or in any message id.
+6. ``negative_position``: ledger_id/entry_id < 0 in the event or in any message id (a
+   RESET_CURSOR or MARK_DELETE may name entry -1, a mark-delete before its ledger's first entry).
 7. ``batch_index_out_of_range``: a message id's batch_index is not -1 and not in
    ``[0, batch_size)`` (no batch_size: out of range).
 8. ``ack_set_too_long``: an ack_set with more words than ``ceil(batch_size / 64)``. An ack_set
@@ -452,9 +453,12 @@ def _invalid_values() -> list[Check]:
 
 def _negative_positions() -> list[Check]:
     checks: list[Check] = []
+    # a mark-delete position may sit before its ledger's first entry (entry_id -1)
+    before_first = F.col("type").isin(*V.MARK_DELETE_POSITION_TYPES) & (F.col("entry_id") == -1)
     for name in V.POSITION_FIELDS:
         col = F.col(name)
-        checks.append((col < 0, F.format_string(f"{name} %d < 0", col)))
+        negative = (col < 0) & ~before_first if name == "entry_id" else col < 0
+        checks.append((negative, F.format_string(f"{name} %d < 0", col)))
 
     def negative(m: Column) -> Column:
         return _any([m[f] < 0 for f in V.POSITION_FIELDS])

@@ -124,6 +124,8 @@ def test_enumerations() -> None:
         "ACK",
         "NACK",
         "REDELIVER",
+        "RESET_CURSOR",  # contract additions
+        "MARK_DELETE",
     )
     assert set(SUB_TYPES) == {"Exclusive", "Failover", "Shared", "Key_Shared"}
     assert set(ACK_TYPES) == {"Individual", "Cumulative"}

@@ -167,6 +167,27 @@ CASES: dict[str, tuple[str | None, str | None, str | None]] = {
         V.NEGATIVE_POSITION,
         "message_ids[1] position 10:-1",
     ),
+    "reset_cursor_before_entry_minus_one": (
+        _line("np-4", type="RESET_CURSOR", subscription="s", ledger_id=10, entry_id=-2),
+        V.NEGATIVE_POSITION,
+        "entry_id -2 < 0",
+    ),
+    "mark_delete_negative_ledger": (
+        _line("np-5", type="MARK_DELETE", subscription="s", ledger_id=-1, entry_id=-1),
+        V.NEGATIVE_POSITION,
+        "ledger_id -1 < 0",
+    ),
+    # cursor operations (contract additions)
+    "reset_cursor_without_position": (
+        _line("co-1", type="RESET_CURSOR", subscription="s", ledger_id=10),
+        V.MISSING_FIELD,
+        "RESET_CURSOR needs entry_id",
+    ),
+    "mark_delete_without_subscription": (
+        _line("co-2", type="MARK_DELETE", ledger_id=10, entry_id=3),
+        V.MISSING_FIELD,
+        "MARK_DELETE needs subscription",
+    ),
     # batch_index_out_of_range
     "batch_index_past_size": (
         _ack("bi-1", {"ledger_id": 10, "entry_id": 1, "batch_index": 7, "batch_size": 4}),
@@ -244,6 +265,12 @@ CASES: dict[str, tuple[str | None, str | None, str | None]] = {
     ),
     # valid
     "subscribe_with_defaults": (_subscribe("ok-sub"), None, None),
+    "reset_cursor_before_first_entry": (
+        _line("ok-reset", type="RESET_CURSOR", subscription="s", ledger_id=10, entry_id=-1),
+        None,
+        None,
+    ),
+    "mark_delete": (_line("ok-md", type="MARK_DELETE", subscription="s", ledger_id=10, entry_id=4), None, None),
     "publish_batch": (
         _publish("ok-pub", batch_size=8, sequence_id=3, highest_sequence_id=10, key="k"),
         None,

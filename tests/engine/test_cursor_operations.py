@@ -1,0 +1,189 @@
+"""The broker's own cursor operations: RESET_CURSOR and MARK_DELETE (contract additions).
+
+A consumer's seek and the admin API's reset-cursor end in ``ManagedCursorImpl.internalResetCursor``
+(mark-delete set, every ack above it forgotten); the admin API's skip, clear-backlog and
+expire-messages in ``ManagedCursorImpl.asyncMarkDelete`` with no consumer (mark-delete moved
+forwards as by a cumulative ack). Each test names the Pulsar method whose rule it pins.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine import EngineSettings, EventBatch, PartitionState, Position
+
+TOPIC = "persistent://t/ns/x"
+
+
+class _Events:
+    """Contract records with increasing seq and time, for one subscription ``s``."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def add(self, type_: str, **fields: Any) -> _Events:
+        n = len(self.records)
+        self.records.append(
+            {"seq": n, "event_time": 1_000 + n, "type": type_, "topic": TOPIC, "partition": -1, **fields}
+        )
+        return self
+
+    def publish(self, ledger: int, entries: int) -> _Events:
+        for e in range(entries):
+            self.add("PUBLISH", ledger_id=ledger, entry_id=e)
+        return self
+
+    def subscribe(self, sub_type: str, consumer_id: int = 1) -> _Events:
+        return self.add(
+            "SUBSCRIBE",
+            subscription="s",
+            consumer_id=consumer_id,
+            consumer_name=f"c{consumer_id}",
+            sub_type=sub_type,
+            initial_position="Earliest",
+        )
+
+    def dispatch(self, ledger: int, entry: int, consumer_id: int = 1) -> _Events:
+        return self.add("DISPATCH", subscription="s", consumer_id=consumer_id, ledger_id=ledger, entry_id=entry)
+
+    def ack(self, *positions: tuple[int, int], consumer_id: int = 1) -> _Events:
+        ids = [{"ledger_id": ledger, "entry_id": entry} for ledger, entry in positions]
+        return self.add("ACK", subscription="s", consumer_id=consumer_id, ack_type="Individual", message_ids=ids)
+
+    def cursor(self, type_: str, ledger: int, entry: int) -> _Events:
+        return self.add(type_, subscription="s", ledger_id=ledger, entry_id=entry)
+
+
+def _apply(events: _Events) -> tuple[PartitionState, Any]:
+    state = PartitionState(TOPIC, -1)
+    result = state.apply(EventBatch.from_records(events.records), EngineSettings())
+    return state, result
+
+
+def test_reset_cursor_sets_mark_delete_and_forgets_every_ack_above_it():
+    """internalResetCursor: ``markDeletePosition = newMarkDeletePosition`` and
+    ``individualDeletedMessages.clear()``: the holes a seek leaves are gone, the backlog counts
+    every entry above the new mark-delete again (the broker's figures for a seek to entry 3
+    after acks of 0, 1, 2, 5, 7 and 9, tests/pulsar/scenarios.py ``cursor_operations``)."""
+    events = _Events().publish(3, 20).subscribe("Exclusive")
+    events.ack((3, 0), (3, 1), (3, 2), (3, 5), (3, 7), (3, 9)).cursor("RESET_CURSOR", 3, 2)
+    state, result = _apply(events)
+    cursor = state.cursors["s"]
+    assert not result.rejects
+    assert cursor.mark_delete == Position(3, 2)
+    assert cursor.individually_deleted_messages == "[]"
+    assert cursor.backlog(state.ledgers) == 17
+    assert "s" in result.changed
+
+
+def test_reset_cursor_moves_backwards_and_unacks_what_was_acked():
+    """internalResetCursor goes backwards too: a seek to the first entry makes mark-delete
+    ``L:-1`` (``ledger.getPreviousPosition`` of entry 0) and every entry unacked."""
+    events = _Events().publish(3, 5).subscribe("Exclusive").add(
+        "ACK", subscription="s", consumer_id=1, ack_type="Cumulative", message_ids=[{"ledger_id": 3, "entry_id": 3}]
+    )
+    events.cursor("RESET_CURSOR", 3, -1)
+    state, _ = _apply(events)
+    assert state.cursors["s"].mark_delete == Position(3, -1)
+    assert state.cursors["s"].backlog(state.ledgers) == 5
+
+
+def test_reset_cursor_forgets_batch_index_acks():
+    """internalResetCursor: ``batchDeletedIndexes.clear()``."""
+    events = _Events().publish(3, 4).subscribe("Shared").dispatch(3, 1)
+    events.add(
+        "ACK",
+        subscription="s",
+        consumer_id=1,
+        ack_type="Individual",
+        message_ids=[{"ledger_id": 3, "entry_id": 1, "batch_index": 0, "batch_size": 4, "ack_set": [14]}],
+    )
+    events.cursor("RESET_CURSOR", 3, 0)
+    state = PartitionState(TOPIC, -1)
+    state.apply(
+        EventBatch.from_records(events.records),
+        EngineSettings(acknowledgment_at_batch_index_level_enabled=True),
+    )
+    assert state.cursors["s"].batch_ack_rows() == []
+
+
+def test_reset_cursor_beyond_the_last_entry_is_refused():
+    events = _Events().publish(3, 2).subscribe("Exclusive").cursor("RESET_CURSOR", 3, 5)
+    state, result = _apply(events)
+    assert [r.reason for r in result.rejects] == ["ack_beyond_last_published"]
+    assert state.cursors["s"].mark_delete == Position(3, -1)
+
+
+def test_reset_cursor_keeps_consumers_and_their_pending_acks():
+    """The broker disconnects the consumers before the reset (``disconnectActiveConsumers``),
+    and the plugin emits each one's CLOSE_CONSUMER: the reset itself closes none, and a
+    consumer's pending acks stay until its close hands them back."""
+    events = _Events().publish(3, 4).subscribe("Shared").dispatch(3, 0).dispatch(3, 1)
+    events.cursor("RESET_CURSOR", 3, -1)
+    state, _ = _apply(events)
+    sub = state.subscriptions["s"]
+    assert list(sub.consumers) == [1]
+    assert sub.consumers[1].unacked_messages == 2
+
+
+def test_mark_delete_clears_the_backlog_and_keeps_pending_acks():
+    """asyncClearBacklog = asyncMarkDelete(last entry): the ack holes go, the backlog is 0, and
+    a Shared consumer still holds what it was sent (``Consumer.pendingAcks`` is not touched)."""
+    events = _Events().publish(3, 10).subscribe("Shared")
+    for e in range(5):
+        events.dispatch(3, e)
+    events.ack((3, 1)).cursor("MARK_DELETE", 3, 9)
+    state, result = _apply(events)
+    cursor = state.cursors["s"]
+    assert not result.rejects
+    assert cursor.mark_delete == Position(3, 9)
+    assert cursor.individually_deleted_messages == "[]"
+    assert cursor.backlog(state.ledgers) == 0
+    assert state.subscriptions["s"].consumers[1].unacked_messages == 4
+
+
+def test_mark_delete_absorbs_the_acked_run_after_it():
+    """asyncSkipEntries -> asyncMarkDelete -> setAcknowledgedPosition: a skip that stops just
+    before an acked run lands mark-delete at that run's end."""
+    events = _Events().publish(3, 10).subscribe("Exclusive").ack((3, 3), (3, 4)).cursor("MARK_DELETE", 3, 2)
+    state, _ = _apply(events)
+    assert state.cursors["s"].mark_delete == Position(3, 4)
+    assert state.cursors["s"].individually_deleted_messages == "[]"
+
+
+def test_mark_delete_below_mark_delete_is_refused_and_changes_nothing():
+    """setAcknowledgedPosition refuses going back (clearBacklog then reports it as done)."""
+    events = _Events().publish(3, 10).subscribe("Exclusive").ack((3, 0), (3, 1), (3, 5))
+    events.cursor("MARK_DELETE", 3, 0)
+    state, result = _apply(events)
+    assert [r.reason for r in result.rejects] == ["mark_delete_before_mark_delete"]
+    assert state.cursors["s"].mark_delete == Position(3, 1)
+    assert state.cursors["s"].individually_deleted_messages == "[(3:4..3:5]]"
+
+
+def test_mark_delete_forgets_the_replays_it_passes():
+    """The dispatcher drops a replay the cursor counts as deleted (asyncReplayEntries): after a
+    skip past a closed consumer's entries, nothing at or below mark-delete is redelivered."""
+    events = _Events().publish(3, 6).subscribe("Shared").subscribe("Shared", consumer_id=2)
+    events.dispatch(3, 0).dispatch(3, 4).add("CLOSE_CONSUMER", subscription="s", consumer_id=1)
+    events.cursor("MARK_DELETE", 3, 2)
+    state, _ = _apply(events)
+    assert list(state.subscriptions["s"].redeliveries) == [Position(3, 4)]
+
+
+def test_cursor_operations_on_an_unknown_subscription_are_refused():
+    events = _Events().publish(3, 2).cursor("MARK_DELETE", 3, 1).cursor("RESET_CURSOR", 3, 0)
+    state, result = _apply(events)
+    assert [r.reason for r in result.rejects] == ["unknown_subscription"] * 2
+    assert "s" not in state.cursors
+
+
+def test_cursor_operations_change_nothing_on_a_non_persistent_topic():
+    """A non-persistent subscription has no cursor to move (NonPersistentSubscription)."""
+    records = _Events().subscribe("Shared").cursor("RESET_CURSOR", 0, 0).records
+    for record in records:
+        record["topic"] = "non-persistent://t/ns/x"
+    state = PartitionState("non-persistent://t/ns/x", -1)
+    result = state.apply(EventBatch.from_records(records), EngineSettings())
+    assert not result.rejects
+    assert result.applied == 2
