@@ -30,19 +30,30 @@ def frame(magic: bytes, version: int) -> bytes:
 
 class StateReader:
     """Reads one encoded state front to back; a read past its end, a wrong magic or version,
-    a damaged field or bytes left over is ``CorruptState`` with ``what`` (``cursor state``)."""
+    a damaged field or bytes left over is ``CorruptState`` with ``what`` (``cursor state``).
 
-    __slots__ = ("data", "offset", "what")
+    ``older`` lists earlier versions the decoder still reads; ``version`` is the one found."""
 
-    def __init__(self, data: bytes | memoryview, magic: bytes, version: int, what: str) -> None:
+    __slots__ = ("data", "offset", "version", "what")
+
+    def __init__(
+        self,
+        data: bytes | memoryview,
+        magic: bytes,
+        version: int,
+        what: str,
+        *,
+        older: tuple[int, ...] = (),
+    ) -> None:
         self.data = data
         self.what = what
         if bytes(data[: len(magic)]) != magic:
             raise CorruptState(f"{what}: bad magic")
         self.offset = len(magic)
         (found,) = self.unpack(_U8)
-        if found != version:
+        if found != version and found not in older:
             raise CorruptState(f"{what}: unsupported version {found}")
+        self.version = int(found)
 
     def corrupt(self, detail: str) -> CorruptState:
         """A ``CorruptState`` for a value the decoder found impossible (an unknown index)."""

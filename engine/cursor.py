@@ -30,8 +30,12 @@ from engine.rangeset import AckRangeSet
 
 SUB_TYPES = ("Exclusive", "Failover", "Shared", "Key_Shared")
 _MAGIC = b"AKC"
-_VERSION = 1
+# 2 adds ``consumed_overcount`` after the header; a cursor without one is written as version 1,
+# byte for byte as before
+_VERSION = 2
+_VERSION_1 = 1
 _HEADER = struct.Struct("<Bqq")  # sub type index, mark-delete ledger, entry
+_OVERCOUNT = struct.Struct("<q")
 _BATCH = struct.Struct("<qqiI")  # ledger, entry, batch size, word count
 
 
@@ -65,6 +69,14 @@ def _beyond_last_published(pos: Position, lac: Position) -> AckBeyondLastPublish
     return AckBeyondLastPublished(f"ack of {pos} beyond the last published entry {lac}")
 
 
+def _check_mark_delete(pos: Position, lac: Position, what: str) -> None:
+    """A mark-delete the broker set itself lies at or below the last entry, or is ``L:-1`` of a
+    ledger after it: before that ledger's first entry, as the broker names the place of a
+    cursor on a ledger that has no entry yet (a topic partition no message reached)."""
+    if pos > lac and pos.entry_id != -1:
+        raise AckBeyondLastPublished(f"{what} to {pos} beyond the last published entry {lac}")
+
+
 def _previous_as_of(ledgers: Ledgers, pos: Position, lac: Position) -> Position:
     """getPreviousPosition as the ledgers stood when ``lac`` was the last entry.
 
@@ -81,13 +93,16 @@ def _previous_as_of(ledgers: Ledgers, pos: Position, lac: Position) -> Position:
 class Cursor:
     """One subscription's cursor over the ledgers of its topic partition."""
 
-    __slots__ = ("acked", "batch_acks", "mark_delete", "sub_type")
+    __slots__ = ("acked", "batch_acks", "consumed_overcount", "mark_delete", "sub_type")
 
     def __init__(self, sub_type: str, mark_delete: Position = EARLIEST) -> None:
         self.sub_type = sub_type
         self.mark_delete = mark_delete
         self.acked = AckRangeSet()
         self.batch_acks: dict[Position, BatchAck] = {}
+        # entries the broker's messagesConsumedCounter counts as consumed beyond the truth, left by
+        # cursor resets (``reset``); what ``msg_backlog`` takes off the precise backlog
+        self.consumed_overcount = 0
 
     @classmethod
     def subscribe(cls, sub_type: str, initial_position: str, ledgers: Ledgers, lac: Position) -> Cursor:
@@ -112,6 +127,19 @@ class Cursor:
         if self.mark_delete >= lac:
             return 0
         return ledgers.count_between(self.mark_delete, lac) - self.acked.count_existing(ledgers)
+
+    def msg_backlog(self, ledgers: Ledgers) -> int:
+        """The backlog the broker's stats report: getNumberOfEntriesInBacklog(isPrecise=false).
+
+        That is the entries added minus ``messagesConsumedCounter``, which every ack and
+        mark-delete keeps equal to the precise backlog, and a cursor reset does not
+        (``consumed_overcount``). When the difference is negative the broker falls back to the
+        precise count. A broker that reloads the topic counts afresh (the cursor's recovery
+        sets the counter from the precise backlog); no event tells ackstate of that.
+        """
+        precise = self.backlog(ledgers)
+        reported = precise - self.consumed_overcount
+        return reported if reported >= 0 else precise
 
     @property
     def individually_deleted_messages(self) -> str:
@@ -381,7 +409,7 @@ class Cursor:
         return new_pos
 
     # ---- the broker's own cursor operations -----------------------------------------
-    def reset(self, mark_delete: Position, lac: Position) -> None:
+    def reset(self, mark_delete: Position, ledgers: Ledgers, lac: Position) -> None:
         """ManagedCursorImpl.internalResetCursor, as it completes (RESET_CURSOR).
 
         A consumer's seek and the admin API's reset-cursor end here
@@ -392,11 +420,16 @@ class Cursor:
         mark-delete, which the broker holds once the reset is done. Pulsar keeps the batch mask
         of a seek to one message of a batch (the reset position's ack set); the event does not
         carry it, so that entry counts as wholly unacked here.
+
+        The broker's consumed counter keeps counting the forgotten individual acks: the reset
+        first mark-deletes (``internalAsyncMarkDelete``, which drops the acks at or below the
+        new mark-delete), then moves the counter by the entries between the two mark-deletes
+        (``getNumberOfEntries``), counting the dropped acks a second time, and clears the acks
+        above without counting them back. Either way every individual ack held before the reset
+        stays counted as consumed (``consumed_overcount``, see ``msg_backlog``).
         """
-        if mark_delete > lac:
-            raise AckBeyondLastPublished(
-                f"cursor reset to mark-delete {mark_delete} beyond the last published entry {lac}"
-            )
+        _check_mark_delete(mark_delete, lac, "cursor reset")
+        self.consumed_overcount += self.acked.count_existing(ledgers)
         self.mark_delete = mark_delete
         self.acked = AckRangeSet()
         self.batch_acks = {}
@@ -411,9 +444,11 @@ class Cursor:
         ``setAcknowledgedPosition`` refuses it (the broker then reports the backlog as already
         cleared).
         """
-        self.ack_cumulative(
-            MessageId(mark_delete), ledgers, lac, acknowledgment_at_batch_index_level_enabled=False
-        )
+        _check_mark_delete(mark_delete, lac, "mark-delete")
+        try:
+            self._set_acknowledged_position(mark_delete, ledgers, lac)
+        finally:
+            self._align_batch_acks()
 
     # ---- ledger deletion ------------------------------------------------------------
     def advance_past_deleted_ledgers(
@@ -445,14 +480,17 @@ class Cursor:
         """Versioned, exact, unbounded binary form (the `cursors.state` column).
 
         Layout (little endian): b"AKC", version u8, sub-type index u8, mark-delete ledger i64 and
-        entry i64; the range set (ledger count u32, then per ledger: id i64, byte length u32,
+        entry i64; in version 2 only, ``consumed_overcount`` i64 (a cursor without one is written
+        as version 1, so cursors no reset touched keep their bytes); the range set (ledger count u32, then per ledger: id i64, byte length u32,
         portable roaring bitmap of acked entry ids); batch entries (count u32, then per entry:
         ledger i64, entry i64, batch size i32, word count u32, words i64...).
         """
         out = [
-            frame(_MAGIC, _VERSION),
+            frame(_MAGIC, _VERSION if self.consumed_overcount else _VERSION_1),
             _HEADER.pack(SUB_TYPES.index(self.sub_type), *self.mark_delete),
         ]
+        if self.consumed_overcount:
+            out.append(_OVERCOUNT.pack(self.consumed_overcount))
         self.acked.encode_into(out)
         out.append(struct.pack("<I", len(self.batch_acks)))
         for pos, batch in sorted(self.batch_acks.items()):
@@ -463,11 +501,13 @@ class Cursor:
 
     @classmethod
     def decode(cls, data: bytes) -> Cursor:
-        reader = StateReader(data, _MAGIC, _VERSION, "cursor state")
+        reader = StateReader(data, _MAGIC, _VERSION, "cursor state", older=(_VERSION_1,))
         sub_index, md_ledger, md_entry = reader.unpack(_HEADER)
         if sub_index >= len(SUB_TYPES):
             raise reader.corrupt(f"unknown subscription type {sub_index}")
         cursor = cls(SUB_TYPES[sub_index], Position(md_ledger, md_entry))
+        if reader.version >= _VERSION:
+            (cursor.consumed_overcount,) = reader.unpack(_OVERCOUNT)
         cursor.acked = AckRangeSet.read_from(reader)
         for _ in range(reader.u32()):
             ledger_id, entry_id, batch_size, nwords = reader.unpack(_BATCH)
@@ -483,6 +523,7 @@ class Cursor:
             and self.mark_delete == other.mark_delete
             and self.acked == other.acked
             and self.batch_acks == other.batch_acks
+            and self.consumed_overcount == other.consumed_overcount
         )
 
     def __repr__(self) -> str:

@@ -693,7 +693,7 @@ class PartitionState:
         pos = Position(int(batch.ledger_id[i]), int(batch.entry_id[i]))
         result.changed.add(name)
         if kind == RESET_CURSOR:
-            cursor.reset(pos, lac)
+            cursor.reset(pos, self.ledgers, lac)
         else:
             cursor.mark_delete_to(pos, self.ledgers, lac)
         sub.forget_deleted(cursor.mark_delete)

@@ -697,7 +697,7 @@ def emit_cursor(
         mark_delete_entry_id=[cursor.mark_delete.entry_id],
         state=[cursor.encode() if changed else None],
         subscription_state=[_subscription_state(current.subscriptions.get(name)) if changed else None],
-        msg_backlog=[cursor.backlog(current.ledgers)],
+        msg_backlog=[cursor.msg_backlog(current.ledgers)],
         non_contiguous_deleted_ranges=[cursor.non_contiguous_deleted_ranges],
         partial_batch_entries=[len(cursor.batch_acks)],
         state_changed=[changed],

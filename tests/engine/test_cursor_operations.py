@@ -187,3 +187,63 @@ def test_cursor_operations_change_nothing_on_a_non_persistent_topic():
     result = state.apply(EventBatch.from_records(records), EngineSettings())
     assert not result.rejects
     assert result.applied == 2
+
+
+def test_reset_cursor_leaves_the_brokers_backlog_short_by_the_acks_it_forgot():
+    """getNumberOfEntriesInBacklog(isPrecise=false), what /stats reports: entries added minus
+    messagesConsumedCounter. internalResetCursor keeps the forgotten individual acks counted, so
+    the broker's msgBacklog after a reset is the precise one minus the acks held before it (on
+    Pulsar 4.0.7, tests/pulsar/scenarios.py ``cursor_operations``: 14 of 17 after a seek to the
+    mark-delete over three holes, 9 of 10 after a seek forwards past one)."""
+    events = _Events().publish(3, 20).subscribe("Exclusive")
+    events.ack((3, 0), (3, 1), (3, 2), (3, 5), (3, 7), (3, 9)).cursor("RESET_CURSOR", 3, 2)
+    state, _ = _apply(events)
+    cursor = state.cursors["s"]
+    assert cursor.backlog(state.ledgers) == 17
+    assert cursor.consumed_overcount == 3
+    assert cursor.msg_backlog(state.ledgers) == 14
+
+    forwards = _Events().publish(3, 20).subscribe("Shared").ack((3, 0), (3, 3)).cursor("RESET_CURSOR", 3, 9)
+    state, _ = _apply(forwards)
+    assert state.cursors["s"].backlog(state.ledgers) == 10
+    assert state.cursors["s"].msg_backlog(state.ledgers) == 9
+
+
+def test_the_overcount_stays_through_acks_and_gives_way_to_the_precise_backlog_below_zero():
+    """Acks and mark-deletes move the counter and the precise backlog alike; once the counter's
+    backlog would be negative the broker reports the precise one."""
+    events = _Events().publish(3, 6).subscribe("Exclusive").ack((3, 1), (3, 3)).cursor("RESET_CURSOR", 3, -1)
+    events.ack((3, 4))
+    state, _ = _apply(events)
+    cursor = state.cursors["s"]
+    assert (cursor.backlog(state.ledgers), cursor.msg_backlog(state.ledgers)) == (5, 3)
+    events.cursor("MARK_DELETE", 3, 4)
+    state, _ = _apply(events)
+    cursor = state.cursors["s"]
+    assert (cursor.backlog(state.ledgers), cursor.msg_backlog(state.ledgers)) == (1, 1)
+
+
+def test_a_cursor_with_an_overcount_round_trips_and_one_without_keeps_its_bytes():
+    from engine import Cursor
+
+    plain = Cursor("Exclusive", Position(3, 4))
+    assert plain.encode()[3] == 1  # version 1, as before the overcount existed
+    assert Cursor.decode(plain.encode()) == plain
+    reset = Cursor("Shared", Position(3, 4))
+    reset.consumed_overcount = 7
+    assert reset.encode()[3] == 2
+    back = Cursor.decode(reset.encode())
+    assert back == reset and back.consumed_overcount == 7
+
+
+def test_a_mark_delete_before_the_first_entry_of_a_ledger_with_no_entry_is_accepted():
+    """The broker names the place of a cursor on a partition no message reached ``L:-1``
+    (the ledger it opened); clear-backlog mark-deletes there (asyncClearBacklog on an empty
+    ledger). Nothing lies between the last known entry and it."""
+    events = _Events().subscribe("Exclusive").cursor("MARK_DELETE", 25, -1)
+    state, result = _apply(events)
+    assert not result.rejects
+    assert state.cursors["s"].mark_delete == Position(25, -1)
+    events.publish(25, 2)
+    state, _ = _apply(events)
+    assert state.cursors["s"].backlog(state.ledgers) == 2

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import time
+import urllib.error
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ from jobs.platform.broker import StandaloneBroker
 
 NAMESPACE = "public/default"
 DEDUP_NAMESPACE = "public/dedup"  # deduplication on, as a namespace policy
+CLEARED_NAMESPACE = "public/cleared"  # a namespace-wide clear-backlog touches only its topics
 RECEIVE_MS = 5000
 ACK_TIMEOUT_MS = 10_000  # the Python (C++) client's minimum
 
@@ -356,35 +358,96 @@ def acks_racing_replays(run: Run) -> None:
 
 
 def cursor_operations(run: Run) -> None:
-    """A consumer's seek, an admin skip-all (clear backlog) and an unsubscribe.
+    """The broker moves cursors itself: consumers' seeks, and the admin API's reset-cursor, skip,
+    skip-all and namespace clear-backlog, each over ack holes or pending acks.
 
-    Each moves or deletes a cursor outside every hook the plugin has: the broker applies them to
-    the managed cursor directly (``PersistentSubscription.resetCursor``, ``clearBacklog``,
-    ``delete``), and the contract has no event for them. Played by ``tests/pulsar/stress.py``,
-    not by the judge, until the plugin and the contract carry them: on Pulsar 4.0.7 ackstate
-    keeps the ack holes the seek cleared, the backlog the skip-all emptied, and the subscription
-    that was deleted (README, "Cursor operations ackstate does not follow yet"). The consumer
-    the seek disconnects, and its reconnect, do match the broker.
+    No consumer command carries these: the broker applies them to the managed cursor
+    (``PersistentSubscription.resetCursor``, ``skipMessages``, ``clearBacklog``), and the plugin
+    emits the result as RESET_CURSOR or MARK_DELETE. A seek also disconnects the subscription's
+    consumers without a hook, and they subscribe again.
     """
+    # a seek to a message id over holes: the broker forgets the holes
     topic = run.topic("seek")
     consumer = run.subscribe(topic, "s", pulsar.ConsumerType.Exclusive, "seek-c")
     produce(run, topic, 20)
     msgs = receive(consumer, 20)
     for i in (0, 1, 2, 5, 7, 9):
         consumer.acknowledge(msgs[i])
-    time.sleep(0.5)  # the acks reach the broker before the seek
+    wait_for_backlog(run, topic, "s", 14)
     consumer.seek(msgs[3].message_id())
+    receive(consumer, 17)  # what the reset makes unacked again is sent again
+    # a seek to a publish time on a Shared subscription whose consumer holds entries
+    topic = run.topic("seek-time")
+    consumer = run.subscribe(topic, "s", pulsar.ConsumerType.Shared, "seek-time-c", receiver_queue_size=5)
+    produce(run, topic, 10)
+    middle = int(time.time() * 1000)
+    time.sleep(0.05)
+    produce(run, topic, 10)
+    got = receive(consumer, 5)
+    consumer.acknowledge(got[0])
+    consumer.acknowledge(got[3])
+    wait_for_backlog(run, topic, "s", 18)
+    consumer.seek(middle)
+    receive(consumer, 5)
+    # the admin API's reset-cursor to a message id, on a subscription whose consumer left
+    topic = run.topic("admin-reset")
+    left = run.subscribe(topic, "s", pulsar.ConsumerType.Failover, "admin-reset-c")
+    produce(run, topic, 15)
+    got = receive(left, 15)
+    left.acknowledge_cumulative(got[12])
+    wait_for_backlog(run, topic, "s", 2)
+    left.close()
+    run.consumers.remove(left)
+    target = got[4].message_id()
+    run.broker.admin(
+        admin_path(topic) + "/subscription/s/resetcursor",
+        "POST",
+        {"ledgerId": target.ledger_id(), "entryId": target.entry_id(), "partitionIndex": -1},
+    )
+    # the admin API's skip over holes (skipped entries exclude the acked ones)
+    topic = run.topic("skip")
+    consumer = run.subscribe(topic, "s", pulsar.ConsumerType.Exclusive, "skip-c")
+    produce(run, topic, 20)
+    msgs = receive(consumer, 20)
+    for i in (1, 2, 6, 15):
+        consumer.acknowledge(msgs[i])
+    wait_for_backlog(run, topic, "s", 16)
+    run.broker.admin(admin_path(topic) + "/subscription/s/skip/4", "POST", None)
+    # skip-all on a Shared subscription whose consumer holds entries: it keeps them
     topic = run.topic("skip-all")
-    consumer = run.subscribe(topic, "s", pulsar.ConsumerType.Shared, "skip-c", receiver_queue_size=5)
+    consumer = run.subscribe(topic, "s", pulsar.ConsumerType.Shared, "skip-all-c", receiver_queue_size=5)
     produce(run, topic, 20)
     consumer.acknowledge(receive(consumer, 5)[1])
-    time.sleep(0.5)
+    wait_for_backlog(run, topic, "s", 19)
     run.broker.admin(admin_path(topic) + "/subscription/s/skip_all", "POST", None)
+    # a namespace's clear-backlog of one subscription name (every topic there must have it)
+    try:
+        run.broker.admin(f"/admin/v2/namespaces/{CLEARED_NAMESPACE}", "PUT", {}, quiet=True)
+    except urllib.error.HTTPError as exc:
+        if exc.code != 409:  # made by an earlier run on this broker
+            raise
+    topic = run.topic("clear-backlog", partitions=2, ns=CLEARED_NAMESPACE)
+    consumer = run.subscribe(topic, "cleared", pulsar.ConsumerType.Exclusive, "cleared-c")
+    kept = run.subscribe(topic, "kept", pulsar.ConsumerType.Exclusive, "kept-c")
+    produce(run, topic, 12)  # no key: round robin, so both partitions have entries
+    consumer.acknowledge(receive(consumer, 12)[2])
+    receive(kept, 12)
+    time.sleep(0.5)  # the ack reaches the broker
+    run.broker.admin(f"/admin/v2/namespaces/{CLEARED_NAMESPACE}/clearBacklog/cleared", "POST", None)
+
+
+def unsubscribe(run: Run) -> None:
+    """A consumer unsubscribes: the broker deletes the subscription (``PersistentSubscription.delete``).
+
+    Played by ``tests/pulsar/stress.py``, not by the judge: neither the contract nor the plugin
+    carries it yet, and ackstate keeps the subscription (README, "Cursor operations").
+    """
     topic = run.topic("unsubscribe")
     gone = run.subscribe(topic, "gone", pulsar.ConsumerType.Shared, "gone-c")
     run.subscribe(topic, "kept", pulsar.ConsumerType.Shared, "kept-c")
     produce(run, topic, 5)
     gone.unsubscribe()
+    run.consumers.remove(gone)
 
 
 def subscription_stats(run: Run, topic: str, sub: str) -> dict[str, Any]:
@@ -552,6 +615,7 @@ SCENARIOS: tuple[Callable[[Run], None], ...] = (
     ack_beyond_last_entry,
     non_persistent,
     unacked_limit,
+    cursor_operations,
 )
 
 

@@ -1,6 +1,8 @@
 package io.ackstate.interceptor;
 
 import io.netty.buffer.ByteBuf;
+import io.netty.channel.EventLoop;
+import java.lang.reflect.Field;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -14,7 +16,13 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import javax.servlet.ServletRequest;
+import javax.servlet.ServletResponse;
+import javax.servlet.http.HttpServletRequest;
+import javax.servlet.http.HttpServletResponse;
+import org.apache.bookkeeper.mledger.Position;
 import org.apache.pulsar.broker.PulsarService;
 import org.apache.pulsar.broker.service.Consumer;
 import org.apache.pulsar.broker.service.PendingAcksMap;
@@ -23,11 +31,13 @@ import org.apache.pulsar.broker.service.ServerCnx;
 import org.apache.pulsar.broker.service.Subscription;
 import org.apache.pulsar.broker.service.Topic;
 import org.apache.pulsar.broker.service.TopicEventsListener;
+import org.apache.pulsar.broker.service.persistent.PersistentSubscription;
 import org.apache.pulsar.common.api.proto.BaseCommand;
 import org.apache.pulsar.common.api.proto.CommandAck;
 import org.apache.pulsar.common.api.proto.CommandRedeliverUnacknowledgedMessages;
 import org.apache.pulsar.common.api.proto.CommandSubscribe;
 import org.apache.pulsar.common.api.proto.MessageMetadata;
+import org.apache.pulsar.common.naming.TopicName;
 import org.apache.pulsar.common.protocol.Commands;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -39,7 +49,9 @@ import org.slf4j.LoggerFactory;
  * its subscription the broker let go without a hook); {@code consumerClosed} and topic unload or
  * delete CLOSE_CONSUMER; {@code onMessagePublish} SEND; {@code messageProduced} PUBLISH;
  * {@code messageDispatched} DISPATCH; {@code messageAcked} ACK (after the broker applied it); an
- * inbound {@code CommandRedeliverUnacknowledgedMessages} REDELIVER. {@code beforeSendMessage}
+ * inbound {@code CommandRedeliverUnacknowledgedMessages} REDELIVER; a consumer's {@code CommandSeek}
+ * and the admin API's reset-cursor RESET_CURSOR, its skip and clear-backlog MARK_DELETE, once
+ * the broker has done them ({@link #cursorMoved}). {@code beforeSendMessage}
  * and an inbound {@code CommandAck} emit nothing: they note the replays whose write an ack can
  * overtake ({@link ReplaysInFlight}). A client-side negative ack or ack timeout is not visible
  * to a broker: its consequence, the client's redeliver request, is what arrives. No hook may throw or block: each captures its {@link Event} (primitives and
@@ -79,6 +91,12 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     private final Map<Pending, String> initialPositions = new ConcurrentHashMap<>();
     private EventQueue<Event> queue;
     private DropMetrics metrics;
+    private PulsarService pulsar;
+
+    /** How long a seek is watched for its reset to begin (a seek by publish time first searches). */
+    static final long RESET_WATCH_MS = 30_000;
+    /** {@code PersistentSubscription.inProgressResetCursorFuture}: no hook runs when a reset completes. */
+    private static final Field RESET_IN_PROGRESS = resetInProgressField();
 
     private record Pending(ServerCnx cnx, long consumerId) {}
 
@@ -116,7 +134,20 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
         }
         metrics = new DropMetrics(queue);
         metrics.registerDefault();
+        this.pulsar = pulsar;
         pulsar.getBrokerService().addTopicEventListener(this);
+    }
+
+    private static Field resetInProgressField() {
+        try {
+            Field field = PersistentSubscription.class.getDeclaredField("inProgressResetCursorFuture");
+            field.setAccessible(true);
+            return field;
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            log.warn("ackstate interceptor: PersistentSubscription.inProgressResetCursorFuture is not there;"
+                    + " a consumer's seek will not reach ackstate", e);
+            return null;
+        }
     }
 
     /** The broker's {@code ackstateKafka.<name>} settings as Kafka producer settings {@code <name>}. */
@@ -317,6 +348,8 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                 redeliver(cnx, command.getRedeliverUnacknowledgedMessages());
             } else if (command.getType() == BaseCommand.Type.ACK) {
                 ackArriving(cnx, command.getAck());
+            } else if (command.getType() == BaseCommand.Type.SEEK) {
+                seekArriving(cnx, command.getSeek().getConsumerId());
             }
         } catch (Throwable t) {
             failed("onPulsarCommand", t);
@@ -379,6 +412,116 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             cnx.ctx().channel().eventLoop().execute(tracked::writesQueuedBeforeRedeliverAllDone);
         } catch (RuntimeException e) { // the loop is shutting down: no write of this connection follows
             tracked.writesQueuedBeforeRedeliverAllDone();
+        }
+    }
+
+    // ---- the broker's own cursor operations ---------------------------------------------------
+    /**
+     * Before the broker handles a consumer's seek: watches for the cursor reset it starts.
+     *
+     * <p>{@code ServerCnx.handleSeek} runs on this event loop right after this hook, and a seek
+     * to a message id calls {@code PersistentSubscription.resetCursor}, which sets
+     * {@code inProgressResetCursorFuture} before it returns; the task queued here runs after
+     * that and waits on the future. A seek to a publish time first searches the ledger, so the
+     * task looks again every millisecond until the reset begins ({@link #RESET_WATCH_MS} at most).
+     */
+    private void seekArriving(ServerCnx cnx, long consumerId) {
+        Consumer consumer = connectedConsumer(cnx, consumerId);
+        if (consumer == null || RESET_IN_PROGRESS == null
+                || !(consumer.getSubscription() instanceof PersistentSubscription sub)) {
+            return;
+        }
+        EventLoop loop = cnx.ctx().channel().eventLoop();
+        long deadline = System.currentTimeMillis() + RESET_WATCH_MS;
+        loop.execute(() -> watchReset(loop, sub, deadline));
+    }
+
+    private void watchReset(EventLoop loop, PersistentSubscription sub, long deadline) {
+        try {
+            CompletableFuture<?> reset = (CompletableFuture<?>) RESET_IN_PROGRESS.get(sub);
+            if (reset != null) {
+                reset.whenComplete((done, error) -> {
+                    if (error == null) {
+                        cursorMoved(sub, Event.Type.RESET_CURSOR);
+                    }
+                });
+            } else if (System.currentTimeMillis() < deadline) {
+                loop.schedule(() -> watchReset(loop, sub, deadline), 1, TimeUnit.MILLISECONDS);
+            } else {
+                log.warn("ackstate interceptor: the seek on {} {} started no cursor reset in {} ms",
+                        sub.getTopicName(), sub.getName(), RESET_WATCH_MS);
+            }
+        } catch (Throwable t) {
+            failed("seek", t);
+        }
+    }
+
+    /**
+     * After an admin request has been answered: the cursors it reset or moved
+     * ({@link AdminCursorOperation}). The admin API answers a reset-cursor, skip or clear-backlog
+     * once the cursor has moved, so the mark-delete read now is the operation's. Each topic
+     * partition's request reaches the broker that owns it; topics this broker does not hold are
+     * passed over.
+     */
+    @Override
+    public void onWebserviceResponse(ServletRequest request, ServletResponse response) {
+        try {
+            if (!(request instanceof HttpServletRequest http) || !(response instanceof HttpServletResponse answer)
+                    || !"POST".equals(http.getMethod()) || answer.getStatus() / 100 != 2) {
+                return;
+            }
+            AdminCursorOperation operation = AdminCursorOperation.parse(http.getRequestURI());
+            if (operation == null) {
+                return;
+            }
+            List<Topic> topics = new ArrayList<>();
+            if (operation.topic() != null) {
+                pulsar.getBrokerService().getTopicReference(operation.topic()).ifPresent(topics::add);
+            } else {
+                pulsar.getBrokerService().forEachTopic(topic -> {
+                    TopicName name = TopicName.get(topic.getName());
+                    if (name.getNamespace().equals(operation.namespace()) && operation.bundle().equals(
+                            pulsar.getNamespaceService().getBundle(name).getBundleRange())) {
+                        topics.add(topic);
+                    }
+                });
+            }
+            for (Topic topic : topics) {
+                topic.getSubscriptions().forEach((name, sub) -> {
+                    if ((operation.subscription() == null || operation.subscription().equals(name))
+                            && sub instanceof PersistentSubscription persistent) {
+                        cursorMoved(persistent, operation.type());
+                    }
+                });
+            }
+        } catch (Throwable t) {
+            failed("onWebserviceResponse", t);
+        }
+    }
+
+    /**
+     * RESET_CURSOR or MARK_DELETE with the subscription's mark-delete position as it is now, once
+     * the broker has done the operation. A reset disconnected the subscription's consumers first
+     * ({@code dispatcher.disconnectActiveConsumers}, no hook): their CLOSE_CONSUMER events come
+     * first ({@link #closeLetGo}).
+     */
+    private void cursorMoved(PersistentSubscription sub, Event.Type type) {
+        try {
+            if (type == Event.Type.RESET_CURSOR) {
+                synchronized (consumers) {
+                    closeLetGo(sub);
+                }
+            }
+            PartitionLog partition = log(sub.getTopic());
+            byte[] subscriptionField = EventJson.subscriptionField(sub.getName());
+            synchronized (partition) {
+                Position markDelete = sub.getCursor().getMarkDeletedPosition();
+                long now = System.currentTimeMillis(); // event_time, and seq from the same read
+                offer(new Event.CursorMoved(partition, now, partition.clock.next(now), type, subscriptionField,
+                        markDelete.getLedgerId(), markDelete.getEntryId()));
+            }
+        } catch (Throwable t) {
+            failed("cursor " + type, t);
         }
     }
 

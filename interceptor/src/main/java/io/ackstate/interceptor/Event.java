@@ -25,7 +25,7 @@ sealed interface Event {
 
     /** The contract's event types, each with the opening of its lines encoded once. */
     enum Type {
-        SUBSCRIBE, CLOSE_CONSUMER, SEND, PUBLISH, DISPATCH, ACK, REDELIVER;
+        SUBSCRIBE, CLOSE_CONSUMER, SEND, PUBLISH, DISPATCH, ACK, REDELIVER, RESET_CURSOR, MARK_DELETE;
 
         /** {@code {"type":"<name>",} as UTF-8 ({@link EventJson#opening}). */
         final byte[] opening = EventJson.opening(name());
@@ -154,6 +154,19 @@ sealed interface Event {
         public void fields(EventJson out) {
             out.fields(consumer.consumerFields())
                     .ids(Names.MESSAGE_IDS, command);
+        }
+    }
+
+    /**
+     * RESET_CURSOR or MARK_DELETE: the broker moved a subscription's cursor itself, and this is
+     * its mark-delete position once the operation was done. {@code subscriptionField} is
+     * {@code "subscription":"..."}, encoded by the hook ({@link EventJson#subscriptionField}).
+     */
+    record CursorMoved(PartitionLog partition, long time, long seq, Type type, byte[] subscriptionField,
+                       long ledgerId, long entryId) implements Event {
+        @Override
+        public void fields(EventJson out) {
+            out.fields(subscriptionField).num(Names.LEDGER_ID, ledgerId).num(Names.ENTRY_ID, entryId);
         }
     }
 }

@@ -126,6 +126,11 @@ final class EventJson implements LineBatch {
                 .decimal(consumerId));
     }
 
+    /** {@code "subscription":"..."}, for the events of a subscription that no consumer issued. */
+    static byte[] subscriptionField(String subscription) {
+        return encoded(json -> json.plain("\"subscription\":").quote(subscription));
+    }
+
     private static byte[] encoded(Consumer<EventJson> write) {
         EventJson json = new EventJson(64, 1);
         write.accept(json);
