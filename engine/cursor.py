@@ -481,9 +481,10 @@ class Cursor:
 
         Layout (little endian): b"AKC", version u8, sub-type index u8, mark-delete ledger i64 and
         entry i64; in version 2 only, ``consumed_overcount`` i64 (a cursor without one is written
-        as version 1, so cursors no reset touched keep their bytes); the range set (ledger count u32, then per ledger: id i64, byte length u32,
-        portable roaring bitmap of acked entry ids); batch entries (count u32, then per entry:
-        ledger i64, entry i64, batch size i32, word count u32, words i64...).
+        as version 1, so cursors no reset touched keep their bytes); the range set (ledger count
+        u32, then per ledger: id i64, byte length u32, portable roaring bitmap of acked entry
+        ids); batch entries (count u32, then per entry: ledger i64, entry i64, batch size i32,
+        word count u32, words i64...).
         """
         out = [
             frame(_MAGIC, _VERSION if self.consumed_overcount else _VERSION_1),

@@ -44,11 +44,15 @@ class _Events:
         )
 
     def dispatch(self, ledger: int, entry: int, consumer_id: int = 1) -> _Events:
-        return self.add("DISPATCH", subscription="s", consumer_id=consumer_id, ledger_id=ledger, entry_id=entry)
+        return self.add(
+            "DISPATCH", subscription="s", consumer_id=consumer_id, ledger_id=ledger, entry_id=entry
+        )
 
     def ack(self, *positions: tuple[int, int], consumer_id: int = 1) -> _Events:
         ids = [{"ledger_id": ledger, "entry_id": entry} for ledger, entry in positions]
-        return self.add("ACK", subscription="s", consumer_id=consumer_id, ack_type="Individual", message_ids=ids)
+        return self.add(
+            "ACK", subscription="s", consumer_id=consumer_id, ack_type="Individual", message_ids=ids
+        )
 
     def cursor(self, type_: str, ledger: int, entry: int) -> _Events:
         return self.add(type_, subscription="s", ledger_id=ledger, entry_id=entry)
@@ -79,8 +83,17 @@ def test_reset_cursor_sets_mark_delete_and_forgets_every_ack_above_it():
 def test_reset_cursor_moves_backwards_and_unacks_what_was_acked():
     """internalResetCursor goes backwards too: a seek to the first entry makes mark-delete
     ``L:-1`` (``ledger.getPreviousPosition`` of entry 0) and every entry unacked."""
-    events = _Events().publish(3, 5).subscribe("Exclusive").add(
-        "ACK", subscription="s", consumer_id=1, ack_type="Cumulative", message_ids=[{"ledger_id": 3, "entry_id": 3}]
+    events = (
+        _Events()
+        .publish(3, 5)
+        .subscribe("Exclusive")
+        .add(
+            "ACK",
+            subscription="s",
+            consumer_id=1,
+            ack_type="Cumulative",
+            message_ids=[{"ledger_id": 3, "entry_id": 3}],
+        )
     )
     events.cursor("RESET_CURSOR", 3, -1)
     state, _ = _apply(events)

@@ -270,7 +270,11 @@ CASES: dict[str, tuple[str | None, str | None, str | None]] = {
         None,
         None,
     ),
-    "mark_delete": (_line("ok-md", type="MARK_DELETE", subscription="s", ledger_id=10, entry_id=4), None, None),
+    "mark_delete": (
+        _line("ok-md", type="MARK_DELETE", subscription="s", ledger_id=10, entry_id=4),
+        None,
+        None,
+    ),
     "publish_batch": (
         _publish("ok-pub", batch_size=8, sequence_id=3, highest_sequence_id=10, key="k"),
         None,
