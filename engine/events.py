@@ -27,6 +27,7 @@ EVENT_TYPES = (
     # contract additions (README, "Contract additions"): cursor operations of the broker's own
     "RESET_CURSOR",
     "MARK_DELETE",
+    "UNSUBSCRIBE",
 )
 TYPE_CODE = {name: code for code, name in enumerate(EVENT_TYPES)}
 
@@ -57,6 +58,7 @@ EVENT_DEFAULTS: dict[str, object] = {
     REDELIVER,
     RESET_CURSOR,
     MARK_DELETE,
+    UNSUBSCRIBE,
 ) = range(len(EVENT_TYPES))
 
 ACK_INDIVIDUAL, ACK_CUMULATIVE = 0, 1

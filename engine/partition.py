@@ -58,6 +58,7 @@ from engine.events import (
     REDELIVER,
     RESET_CURSOR,
     SUBSCRIBE,
+    UNSUBSCRIBE,
     EventBatch,
     gather_ranges,
 )
@@ -74,11 +75,22 @@ from engine.topic import is_non_persistent
 
 _INDIVIDUAL_ACK_MODES = ("Shared", "Key_Shared")
 # the events applied per subscription (the cursor operations carry no consumer)
-_CONSUMER_EVENTS = (SUBSCRIBE, CLOSE_CONSUMER, DISPATCH, ACK, NACK, REDELIVER, RESET_CURSOR, MARK_DELETE)
+_CONSUMER_EVENTS = (
+    SUBSCRIBE,
+    CLOSE_CONSUMER,
+    DISPATCH,
+    ACK,
+    NACK,
+    REDELIVER,
+    RESET_CURSOR,
+    MARK_DELETE,
+    UNSUBSCRIBE,
+)
 # the commands that attach an unknown consumer under ``implicit_consumers``
 _ATTACHING = (DISPATCH, ACK, NACK, REDELIVER)
 # On a non-persistent topic these change no acknowledgement state (see PartitionState.apply)
 _NON_PERSISTENT_INERT = (PUBLISH, DISPATCH, ACK, NACK, REDELIVER, RESET_CURSOR, MARK_DELETE)
+# (an UNSUBSCRIBE deletes a non-persistent subscription too: NonPersistentSubscription.delete)
 
 
 class Reject(NamedTuple):
@@ -95,6 +107,9 @@ class ApplyResult:
     applied: int = 0
     stale: int = 0
     changed: set[str] = field(default_factory=set)  # subscriptions whose cursor state changed
+    # subscriptions deleted by an UNSUBSCRIBE of the batch (one created again later in the batch
+    # is also in ``changed``, as a new subscription)
+    unsubscribed: set[str] = field(default_factory=set)
     published: int = 0
     sends: SendResult = field(default_factory=SendResult)  # receipts and changed producers
 
@@ -228,6 +243,8 @@ class PartitionState:
         for name, sub in self.subscriptions.items():
             if sub.changes:
                 result.changed.add(name)
+        if result.unsubscribed:  # a name an ack marked before its UNSUBSCRIBE has no cursor now
+            result.changed.intersection_update(self.cursors)
         self._place_cursors_before_first_ledger(result)
         return result
 
@@ -646,6 +663,9 @@ class PartitionState:
                 return
             if cursor is None:
                 raise UnknownSubscription(f"event for subscription {name!r}, which never subscribed")
+            if kind == UNSUBSCRIBE:
+                self._unsubscribe(name, result)
+                return
             sub = self.subscription(name)
             if kind in (RESET_CURSOR, MARK_DELETE):
                 self._cursor_operation(name, sub, cursor, int(cols.type[i]), batch, i, lac, result)
@@ -669,6 +689,18 @@ class PartitionState:
             result.rejects.append(Reject(cols.row[i], refusal.reason, str(refusal)))
             if name in self.cursors:
                 result.changed.add(name)  # batch state may have been recorded before the refusal
+
+    def _unsubscribe(self, name: str, result: ApplyResult) -> None:
+        """UNSUBSCRIBE: the broker deleted the subscription (PersistentSubscription.delete, after
+        a consumer's unsubscribe or the admin API's delete): its cursor, consumers, pending acks
+        and replays go with it. The broker refuses the unsubscribe of a consumer while others
+        are connected unless forced, and closes the consumers first, so the events before it
+        close them; whatever is still connected here goes too. A later SUBSCRIBE of the same
+        name makes a new subscription, as the broker does."""
+        del self.cursors[name]
+        self.subscriptions.pop(name, None)
+        result.changed.discard(name)
+        result.unsubscribed.add(name)
 
     def _cursor_operation(
         self,
@@ -1012,7 +1044,7 @@ _SMALL_RUN = 8  # individual-ack events below which a run is applied call by cal
 
 
 # the events that change a subscription's type or its connected consumers
-_STRUCTURAL = (SUBSCRIBE, CLOSE_CONSUMER)
+_STRUCTURAL = (SUBSCRIBE, CLOSE_CONSUMER, UNSUBSCRIBE)
 _LONG_RUN = 64  # individual-ack events above which a run is applied as arrays
 _MIN_EPOCH = 64  # events an epoch needs for its inert commands to be looked for
 

@@ -19,6 +19,8 @@ CONSUMER, PENDING = "consumers", "pending_acks"
 REDELIVERY, ACTIVE_CHANGE = "redeliveries", "active_consumer_changes"
 PRODUCER, RECEIPT = "producers", "send_receipts"
 LATE_RECEIPT = "send_receipt_answers"  # the answer to a SEND of an earlier batch: updates its receipt
+# a subscription an UNSUBSCRIBE deleted: every row of it that the batch does not write is removed
+UNSUBSCRIBED = "unsubscribed"
 UPSERT, DELETE = "upsert", "delete"
 
 # What the UDF reads of the current state: one row per topic partition (kind PARTITION,

@@ -29,6 +29,7 @@ REQUIRED: Final[dict[str, tuple[str, ...]]] = {
     # contract additions: the broker moved the cursor itself (README, "Contract additions")
     "RESET_CURSOR": ("subscription", "ledger_id", "entry_id"),
     "MARK_DELETE": ("subscription", "ledger_id", "entry_id"),
+    "UNSUBSCRIBE": ("subscription",),
 }
 # Every element of `message_ids` names an entry.
 MESSAGE_ID_REQUIRED: Final[tuple[str, ...]] = ("ledger_id", "entry_id")

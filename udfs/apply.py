@@ -53,6 +53,7 @@ from schemas.udf import (
     RANGE,
     REDELIVERY,
     REJECT,
+    UNSUBSCRIBED,
     UPSERT,
 )
 from udfs.producers import emit_producer_rows, send_columns
@@ -715,6 +716,25 @@ def emit_cursor(
         sub.changes = Changes()
 
 
+def emit_unsubscribed(
+    out: OutputRows, current: PartitionState, names: set[str], encoded_before: dict[str, bytes]
+) -> dict[str, bytes]:
+    """Rows of the subscriptions an UNSUBSCRIBE deleted; the states read, without theirs.
+
+    One ``UNSUBSCRIBED`` row each: the batch's writes delete every row of that subscription in
+    the projection tables that the batch does not write itself (``jobs.ingest.batch``), so
+    nothing of the deleted subscription is listed row by row, and the ``cursors`` row of one
+    that is still gone goes too (a ``DELETE``). One the batch created again is a new
+    subscription: its rows are written whole, against no state read.
+    """
+    n = len(names)
+    out.add(UNSUBSCRIBED, UPSERT, n, subscription=sorted(names))
+    gone = sorted(name for name in names if name not in current.cursors)
+    if gone:
+        out.add(CURSOR, DELETE, len(gone), subscription=gone)
+    return {name: state for name, state in encoded_before.items() if name not in names}
+
+
 def emit_ledger_deletes(out: OutputRows, trimmed: TrimResult) -> None:
     """``ledgers`` deletes for the ledgers a trim removed (shared with ``udfs.trim``)."""
     out.add(
@@ -762,6 +782,8 @@ def apply_partition(
         producers_state=[current.producers.encode()],
     )
     emit_producer_rows(out, current, result, events)
+    if result.unsubscribed:
+        encoded_before = emit_unsubscribed(out, current, result.unsubscribed, encoded_before)
     for name in current.cursors:
         changed = name in result.changed or name in trimmed.advanced
         if not changed and result.published == 0 and not trimmed.removed:

@@ -42,14 +42,22 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.compact.compaction import CompactOptions
 from jobs.ingest.options import IngestOptions
-from jobs.ingest.projections import PROJECTIONS, Projection, refusals, state_input, with_trim_requests
+from jobs.ingest.projections import (
+    PROJECTIONS,
+    SUBSCRIPTION_TABLES,
+    Projection,
+    refusals,
+    state_input,
+    unsubscribed_condition,
+    with_trim_requests,
+)
 from jobs.ingest.recovery import NOTHING_WRITTEN, STATE_TABLES, Recovery, read_tag, read_versions, recover
 from jobs.ingest.warm import PartitionKey, WarmState
 from jobs.platform import progress
 from jobs.platform.delta_writer import DeltaWriter
 from jobs.platform.tables import latest_version, read_table
 from schemas.tables import REJECTED_EVENT_COLUMNS
-from schemas.udf import APPLY_EVENT_COLUMNS, APPLY_OUTPUT, CURSOR, PARTITION
+from schemas.udf import APPLY_EVENT_COLUMNS, APPLY_OUTPUT, CURSOR, PARTITION, UNSUBSCRIBED
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -369,9 +377,14 @@ class BatchWriter:
                 kinds[r["kind"]] = r
             else:
                 reasons[r["reason"]] = int(r["n"])
+        # the subscriptions an UNSUBSCRIBE deleted: only a batch that has some reads them
+        unsubscribed: list[tuple[str, int, str]] = []
+        if UNSUBSCRIBED in kinds:
+            gone = out.filter(F.col("kind") == UNSUBSCRIBED).select("topic", "partition", "subscription")
+            unsubscribed = [(r["topic"], r["partition"], r["subscription"]) for r in gone.collect()]
         self._phases.done("count")
 
-        writes = self._table_writes(kinds, bool(reasons), lineage, batch_id, tag)
+        writes = self._table_writes(kinds, bool(reasons), lineage, batch_id, tag, unsubscribed)
         with _SharedFrames(
             spark, f"{self.options.app_id}_{batch_id}", out=out, valid=valid, rejected=rejected
         ) as frames:
@@ -427,7 +440,13 @@ class BatchWriter:
 
     # ---- the table writes of a batch ---------------------------------------------------------
     def _table_writes(
-        self, kinds: dict[str, Any], any_rejects: bool, lineage: list[Any], batch_id: int, tag: str
+        self,
+        kinds: dict[str, Any],
+        any_rejects: bool,
+        lineage: list[Any],
+        batch_id: int,
+        tag: str,
+        unsubscribed: list[tuple[str, int, str]],
     ) -> list[tuple[str, _Write]]:
         """One write per table this batch changes, as (table, function of (session, frames)).
 
@@ -437,20 +456,23 @@ class BatchWriter:
         commit in any order and a crash between any two of them is repaired by the re-run
         (module docstring). Only ``ingest_batches``, written after all of them, marks the
         batch done. Projections of one table (``send_receipts``: the batch's receipts, then
-        the answers to earlier ones) are one write, in ``PROJECTIONS`` order.
+        the answers to earlier ones) are one write, in ``PROJECTIONS`` order. With subscriptions
+        ``unsubscribed``, every table of ``SUBSCRIPTION_TABLES`` is written, and its MERGE also
+        deletes the rows of those subscriptions that the batch does not write.
         """
         writes: list[tuple[str, _Write]] = []
         if any_rejects:
             writes.append(("rejected_events", lambda s, f: self._write_rejects(s, f, lineage, tag)))
         by_table: dict[str, list[Projection]] = {}
         for projection in PROJECTIONS:
-            if projection.kind in kinds:
+            if projection.kind in kinds or (unsubscribed and projection.table in SUBSCRIPTION_TABLES):
                 by_table.setdefault(projection.table, []).append(projection)
+        gone = unsubscribed_condition(unsubscribed) if unsubscribed else None
         for table, projections in by_table.items():
 
             def write(s: SparkSession, f: _Frames, projections: list[Projection] = projections) -> None:
                 for projection in projections:
-                    self._project(s, f.out, projection, lineage, batch_id, tag)
+                    self._project(s, f.out, projection, lineage, batch_id, tag, gone)
 
             writes.append((table, write))
         return writes
@@ -463,15 +485,19 @@ class BatchWriter:
         lineage: list[Any],
         batch_id: int,
         tag: str,
+        unsubscribed: str | None = None,
     ) -> None:
-        """Write one projection of the batch's UDF rows, as ``PROJECTIONS`` declares it."""
+        """Write one projection of the batch's UDF rows, as ``PROJECTIONS`` declares it; its
+        MERGE into a table of ``SUBSCRIPTION_TABLES`` also deletes the rows of deleted
+        subscriptions it does not write (``unsubscribed``: their condition)."""
         rows = projection.rows(out, lineage)
         if projection.write is None:
             self._append(spark, projection.table, rows, tag)
-        else:
-            projection.write(self.writer.merge(projection.table, rows)).execute(
-                spark, version=batch_id, tag=tag
-            )
+            return
+        merge = projection.write(self.writer.merge(projection.table, rows))
+        if unsubscribed is not None and projection.table in SUBSCRIPTION_TABLES:
+            merge = merge.when_not_matched_by_source_delete(unsubscribed)
+        merge.execute(spark, version=batch_id, tag=tag)
 
     def _run_writes(
         self, spark: SparkSession, frames: _SharedFrames, writes: list[tuple[str, _Write]]

@@ -81,9 +81,13 @@ CURSOR_FIGURES = ["msg_backlog", "last_seq", "last_event_time", "query_id", "bat
 
 
 def cursor_write(merge: TableMerge) -> TableMerge:
-    """A changed cursor is written whole (inserted if new); an unchanged one gets its figures."""
+    """A changed cursor is written whole (inserted if new); an unchanged one gets its figures;
+    the cursor of a subscription an UNSUBSCRIBE deleted (``op = delete``) is removed."""
+    from jobs.platform.delta_writer import IS_DELETE
+
     return (
-        merge.when_matched_update("s.state_changed")
+        merge.when_matched_delete(IS_DELETE)
+        .when_matched_update("s.state_changed")
         .when_matched_update("NOT s.state_changed", CURSOR_FIGURES)
         .when_not_matched_insert("s.state_changed")
     )
@@ -157,7 +161,7 @@ class Projection:
 
 
 PROJECTIONS: tuple[Projection, ...] = (
-    Projection(CURSOR, "cursors", cursor_write, ("state_changed",), _cursor_columns),
+    Projection(CURSOR, "cursors", cursor_write, ("state_changed", "op"), _cursor_columns),
     Projection(PARTITION, "topic_partitions", upsert),
     Projection(PRODUCER, "producers", upsert),
     Projection(RECEIPT, "send_receipts", None, (), receipt_columns),
@@ -174,6 +178,22 @@ PROJECTIONS: tuple[Projection, ...] = (
 receipts of a batch are appended before the answers to earlier ones are merged)."""
 
 PROJECTION = {p.kind: p for p in PROJECTIONS}
+
+SUBSCRIPTION_TABLES = ("ack_ranges", "batch_acks", "consumers", "pending_acks", "redeliveries")
+"""The projection tables keyed by subscription whose rows go with a deleted subscription
+(``UNSUBSCRIBED``; its ``cursors`` row goes by its own delete). ``active_consumer_changes``
+is history and keeps them."""
+
+
+def unsubscribed_condition(keys: Sequence[tuple[str, int, str]]) -> str:
+    """The SQL condition over a table's rows (``t``) of the deleted subscriptions ``keys``
+    (topic, partition, subscription), for ``TableMerge.when_not_matched_by_source_delete``."""
+
+    def quoted(text: str) -> str:
+        return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+    rows = ", ".join(f"({quoted(t)}, {int(p)}, {quoted(s)})" for t, p, s in sorted(keys))
+    return f"(t.topic, t.partition, t.subscription) IN ({rows})"
 
 
 def refusals(out: DataFrame) -> DataFrame:

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from jobs.ingest.projections import PROJECTION, state_input
 from jobs.ingest.recovery import STATE_TABLES
-from schemas.udf import CURSOR, PARTITION, STATE_INPUT
+from schemas.udf import CURSOR, DELETE, PARTITION, STATE_INPUT
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -126,7 +126,8 @@ class WarmState:
             others = previous.rows.join(touched_keys, ["topic", "partition"], "left_anti")
             rows, partitions = others.unionByName(base), previous.partitions | partitions
         try:
-            rows = _overlay(rows, changed_state(out, lineage)).localCheckpoint(eager=True)
+            rows = _overlay(rows, changed_state(out, lineage), removed_cursors(out))
+            rows = rows.localCheckpoint(eager=True)
         except Py4JJavaError as exc:  # the rows kept before are gone: keep nothing
             log.warning("the state kept from the last batch is lost: %s", _first_line(exc))
             self._kept = None
@@ -144,11 +145,23 @@ def changed_state(out: DataFrame, lineage: list[Column]) -> DataFrame:
     return state_input(partitions, cursors)
 
 
-def _overlay(base: DataFrame, changed: DataFrame) -> DataFrame:
-    """``base`` with each row that ``changed`` has (same topic, partition, kind and
-    subscription; none for a partition row) replaced by it, and ``changed``'s new rows added."""
+def removed_cursors(out: DataFrame) -> DataFrame:
+    """The cursors a batch's MERGE deletes (a subscription an UNSUBSCRIBE deleted), as
+    ``STATE_INPUT`` keys: topic, partition, kind and subscription."""
     from pyspark.sql import functions as F
 
+    return out.filter((F.col("kind") == CURSOR) & (F.col("op") == DELETE)).select(
+        "topic", "partition", "kind", "subscription"
+    )
+
+
+def _overlay(base: DataFrame, changed: DataFrame, removed: DataFrame) -> DataFrame:
+    """``base`` with each row that ``changed`` has (same topic, partition, kind and
+    subscription; none for a partition row) replaced by it, ``changed``'s new rows added, and
+    the rows ``removed`` names (the same keys) left out."""
+    from pyspark.sql import functions as F
+
+    base = base.join(removed, ["topic", "partition", "kind", "subscription"], "left_anti")
     b, c = base.alias("b"), changed.alias("c")
     same = (
         (F.col("b.topic") == F.col("c.topic"))

@@ -46,7 +46,7 @@ IS_DELETE = f"s.op = '{DELETE}'"
 
 @dataclass(frozen=True)
 class _Clause:
-    kind: str  # "delete", "update", "insert"
+    kind: str  # "delete", "update", "insert", "delete_unmatched"
     condition: str | None
     columns: tuple[str, ...] | None  # None: every column of the table
 
@@ -86,6 +86,11 @@ class TableMerge:
     def when_not_matched_insert(self, condition: str | None = None) -> TableMerge:
         return self._add("insert", condition, None)
 
+    def when_not_matched_by_source_delete(self, condition: str) -> TableMerge:
+        """Delete the table's rows that no source row matches and that meet ``condition`` (over
+        ``t`` only). Delta then reads every file the condition does not rule out."""
+        return self._add("delete_unmatched", condition, None)
+
     def changes(self) -> TableMerge:
         """The clauses of a projection's changes: rows with ``op = delete`` remove their key, the
         others are upserted."""
@@ -116,8 +121,10 @@ class TableMerge:
                 elif clause.kind == "update":
                     cols = clause.columns if clause.columns is not None else columns
                     merge = merge.whenMatchedUpdate(clause.condition, {c: f"s.`{c}`" for c in cols})
-                else:
+                elif clause.kind == "insert":
                     merge = merge.whenNotMatchedInsert(clause.condition, {c: f"s.`{c}`" for c in columns})
+                else:
+                    merge = merge.whenNotMatchedBySourceDelete(condition=clause.condition)
             return merge.execute().first()
 
         metrics = self.writer.commit(spark, run, f"merge {self.table}", version, tag, self.app_id)

@@ -260,3 +260,33 @@ def test_a_mark_delete_before_the_first_entry_of_a_ledger_with_no_entry_is_accep
     events.publish(25, 2)
     state, _ = _apply(events)
     assert state.cursors["s"].backlog(state.ledgers) == 2
+
+
+def test_unsubscribe_deletes_the_subscription_with_its_consumers():
+    """PersistentSubscription.delete: the cursor, the consumers, their pending acks and the
+    replays go; the batch reports the name (``ApplyResult.unsubscribed``)."""
+    events = _Events().publish(3, 6).subscribe("Shared").dispatch(3, 0).ack((3, 2))
+    events.add("UNSUBSCRIBE", subscription="s")
+    state, result = _apply(events)
+    assert "s" not in state.cursors and "s" not in state.subscriptions
+    assert result.unsubscribed == {"s"} and "s" not in result.changed
+    assert not result.rejects
+
+
+def test_a_subscribe_after_an_unsubscribe_makes_a_new_subscription():
+    """The broker creates the cursor afresh (``Latest`` by default, not where the deleted one was)."""
+    events = _Events().publish(3, 6).subscribe("Exclusive").ack((3, 0), (3, 2))
+    events.add("UNSUBSCRIBE", subscription="s").add(
+        "SUBSCRIBE", subscription="s", consumer_id=7, consumer_name="c7", sub_type="Shared"
+    )
+    state, result = _apply(events)
+    cursor = state.cursors["s"]
+    assert cursor.sub_type == "Shared" and cursor.mark_delete == Position(3, 5)
+    assert list(state.subscriptions["s"].consumers) == [7]
+    assert result.unsubscribed == {"s"} and "s" in result.changed
+
+
+def test_unsubscribe_of_an_unknown_subscription_is_refused():
+    _, result = _apply(_Events().publish(3, 1).add("UNSUBSCRIBE", subscription="s"))
+    assert [r.reason for r in result.rejects] == ["unknown_subscription"]
+    assert not result.unsubscribed

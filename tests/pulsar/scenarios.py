@@ -436,18 +436,30 @@ def cursor_operations(run: Run) -> None:
     run.broker.admin(f"/admin/v2/namespaces/{CLEARED_NAMESPACE}/clearBacklog/cleared", "POST", None)
 
 
-def unsubscribe(run: Run) -> None:
-    """A consumer unsubscribes: the broker deletes the subscription (``PersistentSubscription.delete``).
-
-    Played by ``tests/pulsar/stress.py``, not by the judge: neither the contract nor the plugin
-    carries it yet, and ackstate keeps the subscription (README, "Cursor operations").
-    """
+def unsubscribes(run: Run) -> None:
+    """Subscriptions deleted: by their consumer's unsubscribe, by the admin API, and one made
+    again right after (``PersistentSubscription.delete``; the plugin emits UNSUBSCRIBE)."""
     topic = run.topic("unsubscribe")
-    gone = run.subscribe(topic, "gone", pulsar.ConsumerType.Shared, "gone-c")
-    run.subscribe(topic, "kept", pulsar.ConsumerType.Shared, "kept-c")
-    produce(run, topic, 5)
+    gone = run.subscribe(topic, "gone", pulsar.ConsumerType.Shared, "gone-c", receiver_queue_size=5)
+    run.subscribe(topic, "kept", pulsar.ConsumerType.Shared, "kept-c", receiver_queue_size=5)
+    produce(run, topic, 12)
+    gone.acknowledge(receive(gone, 5)[2])
     gone.unsubscribe()
     run.consumers.remove(gone)
+    # an idle subscription deleted by the admin API once its consumer left
+    idle = run.subscribe(topic, "idle", pulsar.ConsumerType.Exclusive, "idle-c")
+    idle.acknowledge(receive(idle, 3)[1])
+    idle.close()
+    run.consumers.remove(idle)
+    run.broker.admin(admin_path(topic) + "/subscription/idle", "DELETE", None)
+    # unsubscribed, then made again under the same name: it starts afresh
+    again = run.subscribe(topic, "again", pulsar.ConsumerType.Exclusive, "again-c")
+    again.acknowledge(receive(again, 4)[0])
+    again.unsubscribe()
+    run.consumers.remove(again)
+    again = run.subscribe(topic, "again", pulsar.ConsumerType.Failover, "again-c2")
+    produce(run, topic, 3)
+    receive(again, 3)
 
 
 def subscription_stats(run: Run, topic: str, sub: str) -> dict[str, Any]:
@@ -616,6 +628,7 @@ SCENARIOS: tuple[Callable[[Run], None], ...] = (
     non_persistent,
     unacked_limit,
     cursor_operations,
+    unsubscribes,
 )
 
 

@@ -3,10 +3,9 @@
 The judge (``test_broker_judges.py``) plays each scenario once and must find no difference. Some
 of the plugin's event order rests on reading races between broker threads from the outside
 (``interceptor/.../ReplaysInFlight.java``); this tool measures how often that reading still
-loses on a real broker; it also shows what ackstate cannot follow yet (``unsubscribe``). It
-plays one scenario of ``scenarios.py`` per round on a new standalone broker (the judge's
-settings), ingests the plugin's files, and prints every field where ackstate differs from the
-admin API::
+loses on a real broker. It plays one scenario of ``scenarios.py`` per round on a new standalone
+broker (the judge's settings), ingests the plugin's files, and prints every field where
+ackstate differs from the admin API::
 
     .venv/bin/python -m tests.pulsar.stress acks_racing_replays --rounds 5
 

@@ -126,6 +126,7 @@ def test_enumerations() -> None:
         "REDELIVER",
         "RESET_CURSOR",  # contract additions
         "MARK_DELETE",
+        "UNSUBSCRIBE",
     )
     assert set(SUB_TYPES) == {"Exclusive", "Failover", "Shared", "Key_Shared"}
     assert set(ACK_TYPES) == {"Individual", "Cumulative"}

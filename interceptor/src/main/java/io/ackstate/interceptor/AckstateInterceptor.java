@@ -50,8 +50,9 @@ import org.slf4j.LoggerFactory;
  * delete CLOSE_CONSUMER; {@code onMessagePublish} SEND; {@code messageProduced} PUBLISH;
  * {@code messageDispatched} DISPATCH; {@code messageAcked} ACK (after the broker applied it); an
  * inbound {@code CommandRedeliverUnacknowledgedMessages} REDELIVER; a consumer's {@code CommandSeek}
- * and the admin API's reset-cursor RESET_CURSOR, its skip and clear-backlog MARK_DELETE, once
- * the broker has done them ({@link #cursorMoved}). {@code beforeSendMessage}
+ * and the admin API's reset-cursor RESET_CURSOR, its skip and clear-backlog MARK_DELETE, a
+ * consumer's {@code CommandUnsubscribe} and the admin API's subscription delete UNSUBSCRIBE, once
+ * the broker has done them ({@link #cursorMoved}, {@link #unsubscribed}). {@code beforeSendMessage}
  * and an inbound {@code CommandAck} emit nothing: they note the replays whose write an ack can
  * overtake ({@link ReplaysInFlight}). A client-side negative ack or ack timeout is not visible
  * to a broker: its consequence, the client's redeliver request, is what arrives. No hook may throw or block: each captures its {@link Event} (primitives and
@@ -93,8 +94,12 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     private DropMetrics metrics;
     private PulsarService pulsar;
 
-    /** How long a seek is watched for its reset to begin (a seek by publish time first searches). */
-    static final long RESET_WATCH_MS = 30_000;
+    /** How long a seek is watched for its reset to begin (a seek by publish time first searches),
+     *  and an unsubscribe for the subscription to go (one the broker refuses never goes). */
+    static final long WATCH_MS = 30_000;
+    /** The longest pause between two looks of an unsubscribe's watch (a seek's looks every 1 ms:
+     *  a reset that began and ended between two looks would be missed). */
+    static final long WATCH_STEP_MAX_MS = 64;
     /** {@code PersistentSubscription.inProgressResetCursorFuture}: no hook runs when a reset completes. */
     private static final Field RESET_IN_PROGRESS = resetInProgressField();
 
@@ -350,6 +355,8 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                 ackArriving(cnx, command.getAck());
             } else if (command.getType() == BaseCommand.Type.SEEK) {
                 seekArriving(cnx, command.getSeek().getConsumerId());
+            } else if (command.getType() == BaseCommand.Type.UNSUBSCRIBE) {
+                unsubscribeArriving(cnx, command.getUnsubscribe().getConsumerId());
             }
         } catch (Throwable t) {
             failed("onPulsarCommand", t);
@@ -421,9 +428,9 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
      *
      * <p>{@code ServerCnx.handleSeek} runs on this event loop right after this hook, and a seek
      * to a message id calls {@code PersistentSubscription.resetCursor}, which sets
-     * {@code inProgressResetCursorFuture} before it returns; the task queued here runs after
+     * {@code inProgressResetCursorFuture} before it returns; the watch's first look runs after
      * that and waits on the future. A seek to a publish time first searches the ledger, so the
-     * task looks again every millisecond until the reset begins ({@link #RESET_WATCH_MS} at most).
+     * watch looks again until the reset begins ({@link #watch}).
      */
     private void seekArriving(ServerCnx cnx, long consumerId) {
         Consumer consumer = connectedConsumer(cnx, consumerId);
@@ -431,28 +438,72 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                 || !(consumer.getSubscription() instanceof PersistentSubscription sub)) {
             return;
         }
-        EventLoop loop = cnx.ctx().channel().eventLoop();
-        long deadline = System.currentTimeMillis() + RESET_WATCH_MS;
-        loop.execute(() -> watchReset(loop, sub, deadline));
+        watch(cnx, "the seek on " + sub.getTopicName() + " " + sub.getName(), 1, () -> {
+            CompletableFuture<?> reset = (CompletableFuture<?>) RESET_IN_PROGRESS.get(sub);
+            if (reset == null) {
+                return false;
+            }
+            reset.whenComplete((done, error) -> {
+                if (error == null) {
+                    cursorMoved(sub, Event.Type.RESET_CURSOR);
+                }
+            });
+            return true;
+        });
     }
 
-    private void watchReset(EventLoop loop, PersistentSubscription sub, long deadline) {
+    /**
+     * Before the broker handles a consumer's unsubscribe: watches for the subscription to leave
+     * its topic ({@code PersistentSubscription.doUnsubscribe} closes the consumer and deletes the
+     * cursor, asynchronously, without a hook). The broker refuses it while other consumers are
+     * connected, and then the subscription stays and nothing is emitted.
+     */
+    private void unsubscribeArriving(ServerCnx cnx, long consumerId) {
+        Consumer consumer = connectedConsumer(cnx, consumerId);
+        if (consumer == null) {
+            return;
+        }
+        Subscription sub = consumer.getSubscription();
+        Topic topic = sub.getTopic();
+        watch(cnx, "the unsubscribe of " + sub.getTopicName() + " " + sub.getName(), WATCH_STEP_MAX_MS, () -> {
+            if (topic.getSubscription(sub.getName()) == sub) {
+                return false;
+            }
+            unsubscribed(topic, sub.getName());
+            return true;
+        });
+    }
+
+    /** A condition to wait for on the broker's behalf, returning true when it has seen it through. */
+    private interface Look {
+        boolean done() throws Exception;
+    }
+
+    /**
+     * Runs {@code look} on the connection's event loop after the command being intercepted, then
+     * again after 1, 2, 4 ... ms (at most {@code maxStepMs} apart) until it is done or
+     * {@link #WATCH_MS} have passed.
+     */
+    private void watch(ServerCnx cnx, String what, long maxStepMs, Look look) {
+        EventLoop loop = cnx.ctx().channel().eventLoop();
+        long deadline = System.currentTimeMillis() + WATCH_MS;
+        loop.execute(() -> lookAgain(loop, what, look, deadline, 1, maxStepMs));
+    }
+
+    private void lookAgain(EventLoop loop, String what, Look look, long deadline, long stepMs, long maxStepMs) {
         try {
-            CompletableFuture<?> reset = (CompletableFuture<?>) RESET_IN_PROGRESS.get(sub);
-            if (reset != null) {
-                reset.whenComplete((done, error) -> {
-                    if (error == null) {
-                        cursorMoved(sub, Event.Type.RESET_CURSOR);
-                    }
-                });
-            } else if (System.currentTimeMillis() < deadline) {
-                loop.schedule(() -> watchReset(loop, sub, deadline), 1, TimeUnit.MILLISECONDS);
+            if (look.done()) {
+                return;
+            }
+            if (System.currentTimeMillis() < deadline) {
+                long next = Math.min(2 * stepMs, maxStepMs);
+                loop.schedule(() -> lookAgain(loop, what, look, deadline, next, maxStepMs), stepMs,
+                        TimeUnit.MILLISECONDS);
             } else {
-                log.warn("ackstate interceptor: the seek on {} {} started no cursor reset in {} ms",
-                        sub.getTopicName(), sub.getName(), RESET_WATCH_MS);
+                log.info("ackstate interceptor: {} did not complete within {} ms; nothing emitted", what, WATCH_MS);
             }
         } catch (Throwable t) {
-            failed("seek", t);
+            failed(what, t);
         }
     }
 
@@ -467,11 +518,19 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     public void onWebserviceResponse(ServletRequest request, ServletResponse response) {
         try {
             if (!(request instanceof HttpServletRequest http) || !(response instanceof HttpServletResponse answer)
-                    || !"POST".equals(http.getMethod()) || answer.getStatus() / 100 != 2) {
+                    || answer.getStatus() / 100 != 2) {
                 return;
             }
-            AdminCursorOperation operation = AdminCursorOperation.parse(http.getRequestURI());
+            AdminCursorOperation operation = AdminCursorOperation.parse(http.getMethod(), http.getRequestURI());
             if (operation == null) {
+                return;
+            }
+            if (operation.type() == Event.Type.UNSUBSCRIBE) {
+                pulsar.getBrokerService().getTopicReference(operation.topic()).ifPresent(topic -> {
+                    if (topic.getSubscription(operation.subscription()) == null) {
+                        unsubscribed(topic, operation.subscription());
+                    }
+                });
                 return;
             }
             List<Topic> topics = new ArrayList<>();
@@ -522,6 +581,34 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             }
         } catch (Throwable t) {
             failed("cursor " + type, t);
+        }
+    }
+
+    /**
+     * UNSUBSCRIBE of a subscription the broker has deleted from {@code topic}, after
+     * CLOSE_CONSUMER for each consumer of it still announced: the broker closed them without a
+     * hook ({@code consumer.close()} in {@code doUnsubscribe}, or a forced delete's disconnect).
+     * Each subscription object of that name the plugin still tracks is one the broker deleted.
+     */
+    private void unsubscribed(Topic topic, String name) {
+        try {
+            synchronized (consumers) {
+                List<Subscription> gone = new ArrayList<>();
+                for (Subscription sub : bySubscription.keySet()) {
+                    if (sub.getTopic() == topic && sub.getName().equals(name) && topic.getSubscription(name) != sub) {
+                        gone.add(sub);
+                    }
+                }
+                gone.forEach(this::closeLetGo);
+            }
+            PartitionLog partition = log(topic);
+            byte[] subscriptionField = EventJson.subscriptionField(name);
+            synchronized (partition) {
+                long now = System.currentTimeMillis(); // event_time, and seq from the same read
+                offer(new Event.Unsubscribed(partition, now, partition.clock.next(now), subscriptionField));
+            }
+        } catch (Throwable t) {
+            failed("unsubscribe", t);
         }
     }
 

@@ -3,11 +3,17 @@ package io.ackstate.interceptor;
 import org.apache.pulsar.common.util.Codec;
 
 /**
- * An admin REST request that moves cursors, read from its path: which topic or namespace, which
- * subscription (null: every one), and which event tells ackstate what became of each cursor.
+ * An admin REST request that moves or deletes cursors, read from its method and path: which
+ * topic or namespace bundle, which subscription (null: every one), and which event tells
+ * ackstate what became of each cursor.
  *
- * <p>The admin API's v2 paths (Pulsar 4.0's {@code admin/v2/PersistentTopics} and
- * {@code Namespaces}), POST only:
+ * <p>The admin API's v2 paths (Pulsar 4.0's {@code admin/v2/PersistentTopics},
+ * {@code NonPersistentTopics} and {@code Namespaces}):
+ * <ul>
+ *   <li>DELETE {@code /admin/v2/persistent/T/N/TOPIC/subscription/S} (and
+ *       {@code non-persistent}): UNSUBSCRIBE ({@code Subscription.delete});</li>
+ * </ul>
+ * and POST:
  * <ul>
  *   <li>{@code /admin/v2/persistent/T/N/TOPIC/subscription/S/resetcursor[/...]}: RESET_CURSOR
  *       ({@code PersistentSubscription.resetCursor});</li>
@@ -25,10 +31,18 @@ import org.apache.pulsar.common.util.Codec;
  */
 record AdminCursorOperation(Event.Type type, String topic, String namespace, String bundle, String subscription) {
     private static final String TOPICS = "/admin/v2/persistent/";
+    private static final String NON_PERSISTENT_TOPICS = "/admin/v2/non-persistent/";
     private static final String NAMESPACES = "/admin/v2/namespaces/";
 
-    /** The operation a POST to {@code path} (the request URI, without the query) asks for, or null. */
-    static AdminCursorOperation parse(String path) {
+    /** The operation a request ({@code method}, {@code path}: the URI without the query) asks for, or null. */
+    static AdminCursorOperation parse(String method, String path) {
+        if ("DELETE".equals(method)) {
+            AdminCursorOperation persistent = unsubscribe(path, TOPICS, "persistent://");
+            return persistent != null ? persistent : unsubscribe(path, NON_PERSISTENT_TOPICS, "non-persistent://");
+        }
+        if (!"POST".equals(method)) {
+            return null;
+        }
         if (path.startsWith(TOPICS)) {
             String[] s = path.substring(TOPICS.length()).split("/");
             // T, N, TOPIC, "subscription", S, operation, ...
@@ -56,5 +70,18 @@ record AdminCursorOperation(Event.Type type, String topic, String namespace, Str
             return new AdminCursorOperation(Event.Type.MARK_DELETE, null, s[0] + "/" + s[1], s[2], subscription);
         }
         return null;
+    }
+
+    /** DELETE {@code <prefix>T/N/TOPIC/subscription/S}: the subscription's deletion, or null. */
+    private static AdminCursorOperation unsubscribe(String path, String prefix, String domain) {
+        if (!path.startsWith(prefix)) {
+            return null;
+        }
+        String[] s = path.substring(prefix.length()).split("/");
+        if (s.length != 5 || !s[3].equals("subscription")) {
+            return null;
+        }
+        String topic = domain + s[0] + "/" + s[1] + "/" + Codec.decode(s[2]);
+        return new AdminCursorOperation(Event.Type.UNSUBSCRIBE, topic, null, null, Codec.decode(s[4]));
     }
 }

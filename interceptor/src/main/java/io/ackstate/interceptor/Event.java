@@ -25,7 +25,7 @@ sealed interface Event {
 
     /** The contract's event types, each with the opening of its lines encoded once. */
     enum Type {
-        SUBSCRIBE, CLOSE_CONSUMER, SEND, PUBLISH, DISPATCH, ACK, REDELIVER, RESET_CURSOR, MARK_DELETE;
+        SUBSCRIBE, CLOSE_CONSUMER, SEND, PUBLISH, DISPATCH, ACK, REDELIVER, RESET_CURSOR, MARK_DELETE, UNSUBSCRIBE;
 
         /** {@code {"type":"<name>",} as UTF-8 ({@link EventJson#opening}). */
         final byte[] opening = EventJson.opening(name());
@@ -167,6 +167,19 @@ sealed interface Event {
         @Override
         public void fields(EventJson out) {
             out.fields(subscriptionField).num(Names.LEDGER_ID, ledgerId).num(Names.ENTRY_ID, entryId);
+        }
+    }
+
+    /** UNSUBSCRIBE: the broker deleted the subscription ({@code subscriptionField} as in {@link CursorMoved}). */
+    record Unsubscribed(PartitionLog partition, long time, long seq, byte[] subscriptionField) implements Event {
+        @Override
+        public Type type() {
+            return Type.UNSUBSCRIBE;
+        }
+
+        @Override
+        public void fields(EventJson out) {
+            out.fields(subscriptionField);
         }
     }
 }

@@ -10,33 +10,45 @@ class AdminCursorOperationTest {
     @Test
     void resetCursorToAPublishTimeOrAMessageId() {
         assertEquals(new AdminCursorOperation(Event.Type.RESET_CURSOR, "persistent://t/ns/orders", null, null, "s"),
-                AdminCursorOperation.parse("/admin/v2/persistent/t/ns/orders/subscription/s/resetcursor/1700000000000"));
+                AdminCursorOperation.parse("POST", "/admin/v2/persistent/t/ns/orders/subscription/s/resetcursor/1700000000000"));
         assertEquals(new AdminCursorOperation(Event.Type.RESET_CURSOR, "persistent://t/ns/orders-partition-2", null,
                         null, "my sub"),
-                AdminCursorOperation.parse("/admin/v2/persistent/t/ns/orders-partition-2/subscription/my%20sub/resetcursor"));
+                AdminCursorOperation.parse("POST", "/admin/v2/persistent/t/ns/orders-partition-2/subscription/my%20sub/resetcursor"));
     }
 
     @Test
     void skipAndClearBacklogMoveMarkDelete() {
         assertEquals(new AdminCursorOperation(Event.Type.MARK_DELETE, "persistent://t/ns/x", null, null, "s"),
-                AdminCursorOperation.parse("/admin/v2/persistent/t/ns/x/subscription/s/skip/5"));
+                AdminCursorOperation.parse("POST", "/admin/v2/persistent/t/ns/x/subscription/s/skip/5"));
         assertEquals(new AdminCursorOperation(Event.Type.MARK_DELETE, "persistent://t/ns/x", null, null, "s"),
-                AdminCursorOperation.parse("/admin/v2/persistent/t/ns/x/subscription/s/skip_all"));
+                AdminCursorOperation.parse("POST", "/admin/v2/persistent/t/ns/x/subscription/s/skip_all"));
         assertEquals(new AdminCursorOperation(Event.Type.MARK_DELETE, null, "t/ns", "0x00000000_0x40000000", null),
-                AdminCursorOperation.parse("/admin/v2/namespaces/t/ns/0x00000000_0x40000000/clearBacklog"));
+                AdminCursorOperation.parse("POST", "/admin/v2/namespaces/t/ns/0x00000000_0x40000000/clearBacklog"));
         assertEquals(new AdminCursorOperation(Event.Type.MARK_DELETE, null, "t/ns", "0x00000000_0x40000000", "s"),
-                AdminCursorOperation.parse("/admin/v2/namespaces/t/ns/0x00000000_0x40000000/clearBacklog/s"));
+                AdminCursorOperation.parse("POST", "/admin/v2/namespaces/t/ns/0x00000000_0x40000000/clearBacklog/s"));
     }
 
     @Test
     void otherPathsMoveNoCursor() {
-        assertNull(AdminCursorOperation.parse("/admin/v2/persistent/t/ns/x/stats"));
-        assertNull(AdminCursorOperation.parse("/admin/v2/persistent/t/ns/x/subscription/s"));
-        assertNull(AdminCursorOperation.parse("/admin/v2/persistent/t/ns/x/subscription/s/expireMessages/10"));
-        assertNull(AdminCursorOperation.parse("/admin/v2/namespaces/t/ns/backlogQuota"));
+        assertNull(AdminCursorOperation.parse("POST", "/admin/v2/persistent/t/ns/x/stats"));
+        assertNull(AdminCursorOperation.parse("POST", "/admin/v2/persistent/t/ns/x/subscription/s"));
+        assertNull(AdminCursorOperation.parse("POST", "/admin/v2/persistent/t/ns/x/subscription/s/expireMessages/10"));
+        assertNull(AdminCursorOperation.parse("POST", "/admin/v2/namespaces/t/ns/backlogQuota"));
         // the broker sends a namespace's clear-backlog on to each bundle's owner
-        assertNull(AdminCursorOperation.parse("/admin/v2/namespaces/t/ns/clearBacklog"));
-        assertNull(AdminCursorOperation.parse("/admin/v2/namespaces/t/ns/clearBacklog/s"));
-        assertNull(AdminCursorOperation.parse("/admin/v2/non-persistent/t/ns/x/subscription/s/skip_all"));
+        assertNull(AdminCursorOperation.parse("POST", "/admin/v2/namespaces/t/ns/clearBacklog"));
+        assertNull(AdminCursorOperation.parse("POST", "/admin/v2/namespaces/t/ns/clearBacklog/s"));
+        assertNull(AdminCursorOperation.parse("POST", "/admin/v2/non-persistent/t/ns/x/subscription/s/skip_all"));
+    }
+
+    @Test
+    void deletingASubscriptionUnsubscribes() {
+        assertEquals(new AdminCursorOperation(Event.Type.UNSUBSCRIBE, "persistent://t/ns/x", null, null, "s"),
+                AdminCursorOperation.parse("DELETE", "/admin/v2/persistent/t/ns/x/subscription/s"));
+        assertEquals(new AdminCursorOperation(Event.Type.UNSUBSCRIBE, "non-persistent://t/ns/x", null, null, "s"),
+                AdminCursorOperation.parse("DELETE", "/admin/v2/non-persistent/t/ns/x/subscription/s"));
+        assertNull(AdminCursorOperation.parse("DELETE", "/admin/v2/persistent/t/ns/x"));
+        assertNull(AdminCursorOperation.parse("DELETE", "/admin/v2/persistent/t/ns/x/subscription/s/skip_all"));
+        assertNull(AdminCursorOperation.parse("GET", "/admin/v2/persistent/t/ns/x/subscription/s"));
+        assertNull(AdminCursorOperation.parse("PUT", "/admin/v2/persistent/t/ns/x/subscription/s"));
     }
 }
