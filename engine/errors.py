@@ -56,7 +56,8 @@ class CumulativeAckMultipleIds(EngineRefusal):
 
 
 class UnknownSubscription(EngineRefusal):
-    """A consumer command for a subscription that never saw a SUBSCRIBE."""
+    """A consumer command, or a cursor operation (RESET_CURSOR, MARK_DELETE, UNSUBSCRIBE), for a
+    subscription that never saw a SUBSCRIBE (or was deleted since)."""
 
     reason = "unknown_subscription"
 
