@@ -88,6 +88,10 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
      *  {@code Consumer.equals}
      *  is not identity, so a hit counts only if it names the very consumer asked for. */
     private final Map<Consumer, TrackedConsumer> announced = new ConcurrentHashMap<>();
+    /** Subscriptions a consumer's unsubscribe is watched for (by identity), under the lock of
+     *  {@link #consumers}: a new subscription of the same name must not be announced before
+     *  the old one's UNSUBSCRIBE. */
+    private final Set<Subscription> unsubscribing = Collections.newSetFromMap(new IdentityHashMap<>());
     /** The initial position of each subscribe command until its consumer is created. */
     private final Map<Pending, String> initialPositions = new ConcurrentHashMap<>();
     private EventQueue<Event> queue;
@@ -220,6 +224,7 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                     }
                 }
                 Subscription sub = consumer.getSubscription();
+                unsubscribedBefore(sub);
                 closeLetGo(sub);
                 long id = consumerIds.next(System.currentTimeMillis());
                 // the partition's log (and floor) exists before any event of the consumer is emitted
@@ -449,7 +454,7 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                 }
             });
             return true;
-        });
+        }, () -> { });
     }
 
     /**
@@ -465,13 +470,47 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
         }
         Subscription sub = consumer.getSubscription();
         Topic topic = sub.getTopic();
+        synchronized (consumers) {
+            unsubscribing.add(sub);
+        }
         watch(cnx, "the unsubscribe of " + sub.getTopicName() + " " + sub.getName(), WATCH_STEP_MAX_MS, () -> {
-            if (topic.getSubscription(sub.getName()) == sub) {
-                return false;
+            synchronized (consumers) {
+                if (!unsubscribing.contains(sub)) {
+                    return true; // a new subscription of the name came first (unsubscribedBefore)
+                }
+                if (topic.getSubscription(sub.getName()) == sub) {
+                    return false;
+                }
+                unsubscribing.remove(sub);
+                unsubscribed(topic, sub.getName());
+                return true;
             }
-            unsubscribed(topic, sub.getName());
-            return true;
+        }, () -> {
+            synchronized (consumers) {
+                unsubscribing.remove(sub);
+            }
         });
+    }
+
+    /**
+     * Before a consumer of {@code sub} is announced: the UNSUBSCRIBE of a subscription of the
+     * same name that the broker deleted and the watch has not seen go yet (a client that
+     * unsubscribes and subscribes again at once). Under the lock of {@link #consumers}.
+     */
+    private void unsubscribedBefore(Subscription sub) {
+        if (unsubscribing.isEmpty()) {
+            return;
+        }
+        List<Subscription> gone = new ArrayList<>();
+        for (Subscription old : unsubscribing) {
+            if (old != sub && old.getTopic() == sub.getTopic() && old.getName().equals(sub.getName())) {
+                gone.add(old);
+            }
+        }
+        for (Subscription old : gone) {
+            unsubscribing.remove(old);
+            unsubscribed(old.getTopic(), old.getName());
+        }
     }
 
     /** A condition to wait for on the broker's behalf, returning true when it has seen it through. */
@@ -482,28 +521,32 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     /**
      * Runs {@code look} on the connection's event loop after the command being intercepted, then
      * again after 1, 2, 4 ... ms (at most {@code maxStepMs} apart) until it is done or
-     * {@link #WATCH_MS} have passed.
+     * {@link #WATCH_MS} have passed; then {@code expired} runs.
      */
-    private void watch(ServerCnx cnx, String what, long maxStepMs, Look look) {
+    private void watch(ServerCnx cnx, String what, long maxStepMs, Look look, Runnable expired) {
         EventLoop loop = cnx.ctx().channel().eventLoop();
         long deadline = System.currentTimeMillis() + WATCH_MS;
-        loop.execute(() -> lookAgain(loop, what, look, deadline, 1, maxStepMs));
+        loop.execute(() -> lookAgain(new Watch(loop, what, look, expired, deadline, maxStepMs), 1));
     }
 
-    private void lookAgain(EventLoop loop, String what, Look look, long deadline, long stepMs, long maxStepMs) {
+    private record Watch(EventLoop loop, String what, Look look, Runnable expired, long deadline, long maxStepMs) {}
+
+    private void lookAgain(Watch watch, long stepMs) {
         try {
-            if (look.done()) {
+            if (watch.look().done()) {
                 return;
             }
-            if (System.currentTimeMillis() < deadline) {
-                long next = Math.min(2 * stepMs, maxStepMs);
-                loop.schedule(() -> lookAgain(loop, what, look, deadline, next, maxStepMs), stepMs,
-                        TimeUnit.MILLISECONDS);
+            if (System.currentTimeMillis() < watch.deadline()) {
+                long next = Math.min(2 * stepMs, watch.maxStepMs());
+                watch.loop().schedule(() -> lookAgain(watch, next), stepMs, TimeUnit.MILLISECONDS);
             } else {
-                log.info("ackstate interceptor: {} did not complete within {} ms; nothing emitted", what, WATCH_MS);
+                watch.expired().run();
+                log.info("ackstate interceptor: {} did not complete within {} ms; nothing emitted", watch.what(),
+                        WATCH_MS);
             }
         } catch (Throwable t) {
-            failed(what, t);
+            watch.expired().run();
+            failed(watch.what(), t);
         }
     }
 
