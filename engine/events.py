@@ -60,6 +60,8 @@ EVENT_DEFAULTS: dict[str, object] = {
     MARK_DELETE,
     UNSUBSCRIBE,
 ) = range(len(EVENT_TYPES))
+# what the broker does to a subscription's cursor by itself: no consumer issues them
+CURSOR_OPERATIONS = (RESET_CURSOR, MARK_DELETE, UNSUBSCRIBE)
 
 ACK_INDIVIDUAL, ACK_CUMULATIVE = 0, 1
 ACK_TYPE_CODE = {"Individual": ACK_INDIVIDUAL, "Cumulative": ACK_CUMULATIVE}

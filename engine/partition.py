@@ -51,6 +51,7 @@ from engine.events import (
     ACK_CUMULATIVE,
     ACK_INDIVIDUAL,
     CLOSE_CONSUMER,
+    CURSOR_OPERATIONS,
     DISPATCH,
     MARK_DELETE,
     NACK,
@@ -75,17 +76,7 @@ from engine.topic import is_non_persistent
 
 _INDIVIDUAL_ACK_MODES = ("Shared", "Key_Shared")
 # the events applied per subscription (the cursor operations carry no consumer)
-_CONSUMER_EVENTS = (
-    SUBSCRIBE,
-    CLOSE_CONSUMER,
-    DISPATCH,
-    ACK,
-    NACK,
-    REDELIVER,
-    RESET_CURSOR,
-    MARK_DELETE,
-    UNSUBSCRIBE,
-)
+_CONSUMER_EVENTS = (SUBSCRIBE, CLOSE_CONSUMER, DISPATCH, ACK, NACK, REDELIVER, *CURSOR_OPERATIONS)
 # the commands that attach an unknown consumer under ``implicit_consumers``
 _ATTACHING = (DISPATCH, ACK, NACK, REDELIVER)
 # On a non-persistent topic these change no acknowledgement state (see PartitionState.apply)
