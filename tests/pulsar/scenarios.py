@@ -359,7 +359,7 @@ def acks_racing_replays(run: Run) -> None:
 
 def cursor_operations(run: Run) -> None:
     """The broker moves cursors itself: consumers' seeks, and the admin API's reset-cursor, skip,
-    skip-all and namespace clear-backlog, each over ack holes or pending acks.
+    skip-all, expire-messages and namespace clear-backlog, each over ack holes or pending acks.
 
     No consumer command carries these: the broker applies them to the managed cursor
     (``PersistentSubscription.resetCursor``, ``skipMessages``, ``clearBacklog``), and the plugin
@@ -420,6 +420,26 @@ def cursor_operations(run: Run) -> None:
     consumer.acknowledge(receive(consumer, 5)[1])
     wait_for_backlog(run, topic, "s", 19)
     run.broker.admin(admin_path(topic) + "/subscription/s/skip_all", "POST", None)
+    # the admin API's expire-messages: by publish time (the expiry monitor mark-deletes after the
+    # answer) and by position, over a hole above what expires
+    topic = run.topic("expire")
+    by_time = run.subscribe(topic, "by-time", pulsar.ConsumerType.Exclusive, "expire-time-c")
+    by_position = run.subscribe(topic, "by-position", pulsar.ConsumerType.Exclusive, "expire-position-c")
+    produce(run, topic, 10)
+    time.sleep(2)
+    produce(run, topic, 5)
+    for consumer in (by_time, by_position):
+        msgs = receive(consumer, 15)
+        consumer.acknowledge(msgs[12])
+    wait_for_backlog(run, topic, "by-time", 14)
+    wait_for_backlog(run, topic, "by-position", 14)
+    run.broker.admin(admin_path(topic) + "/subscription/by-time/expireMessages/1", "POST", None)
+    target = msgs[6].message_id()
+    run.broker.admin(
+        admin_path(topic) + "/subscription/by-position/expireMessages",
+        "POST",
+        {"ledgerId": target.ledger_id(), "entryId": target.entry_id(), "isExcluded": False},
+    )
     # a namespace's clear-backlog of one subscription name (every topic there must have it)
     try:
         run.broker.admin(f"/admin/v2/namespaces/{CLEARED_NAMESPACE}", "PUT", {}, quiet=True)

@@ -1,7 +1,6 @@
 package io.ackstate.interceptor;
 
 import io.netty.buffer.ByteBuf;
-import io.netty.channel.EventLoop;
 import java.lang.reflect.Field;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -16,6 +15,7 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import javax.servlet.ServletRequest;
@@ -31,6 +31,7 @@ import org.apache.pulsar.broker.service.ServerCnx;
 import org.apache.pulsar.broker.service.Subscription;
 import org.apache.pulsar.broker.service.Topic;
 import org.apache.pulsar.broker.service.TopicEventsListener;
+import org.apache.pulsar.broker.service.persistent.PersistentMessageExpiryMonitor;
 import org.apache.pulsar.broker.service.persistent.PersistentSubscription;
 import org.apache.pulsar.common.api.proto.BaseCommand;
 import org.apache.pulsar.common.api.proto.CommandAck;
@@ -105,7 +106,11 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
      *  a reset that began and ended between two looks would be missed). */
     static final long WATCH_STEP_MAX_MS = 64;
     /** {@code PersistentSubscription.inProgressResetCursorFuture}: no hook runs when a reset completes. */
-    private static final Field RESET_IN_PROGRESS = resetInProgressField();
+    private static final Field RESET_IN_PROGRESS =
+            field(PersistentSubscription.class, "inProgressResetCursorFuture", "a consumer's seek");
+    /** {@code PersistentMessageExpiryMonitor.expirationCheckInProgress}: no hook runs when an expiry completes. */
+    private static final Field EXPIRY_IN_PROGRESS =
+            field(PersistentMessageExpiryMonitor.class, "expirationCheckInProgress", "the admin API's expire-messages");
 
     private record Pending(ServerCnx cnx, long consumerId) {}
 
@@ -147,14 +152,16 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
         pulsar.getBrokerService().addTopicEventListener(this);
     }
 
-    private static Field resetInProgressField() {
+    /** A private field of the broker's, readable; null (and a warning naming {@code what} is not
+     *  followed) when this broker has no such field. */
+    private static Field field(Class<?> owner, String name, String what) {
         try {
-            Field field = PersistentSubscription.class.getDeclaredField("inProgressResetCursorFuture");
+            Field field = owner.getDeclaredField(name);
             field.setAccessible(true);
             return field;
         } catch (ReflectiveOperationException | RuntimeException e) {
-            log.warn("ackstate interceptor: PersistentSubscription.inProgressResetCursorFuture is not there;"
-                    + " a consumer's seek will not reach ackstate", e);
+            log.warn("ackstate interceptor: {}.{} is not there; {} will not reach ackstate", owner.getSimpleName(),
+                    name, what, e);
             return null;
         }
     }
@@ -519,17 +526,21 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     }
 
     /**
-     * Runs {@code look} on the connection's event loop after the command being intercepted, then
-     * again after 1, 2, 4 ... ms (at most {@code maxStepMs} apart) until it is done or
-     * {@link #WATCH_MS} have passed; then {@code expired} runs.
+     * Runs {@code look} on the connection's event loop after the command being intercepted (or
+     * on {@code loop}), then again after 1, 2, 4 ... ms (at most {@code maxStepMs} apart) until it
+     * is done or {@link #WATCH_MS} have passed; then {@code expired} runs.
      */
     private void watch(ServerCnx cnx, String what, long maxStepMs, Look look, Runnable expired) {
-        EventLoop loop = cnx.ctx().channel().eventLoop();
+        watch(cnx.ctx().channel().eventLoop(), what, maxStepMs, look, expired);
+    }
+
+    private void watch(ScheduledExecutorService loop, String what, long maxStepMs, Look look, Runnable expired) {
         long deadline = System.currentTimeMillis() + WATCH_MS;
         loop.execute(() -> lookAgain(new Watch(loop, what, look, expired, deadline, maxStepMs), 1));
     }
 
-    private record Watch(EventLoop loop, String what, Look look, Runnable expired, long deadline, long maxStepMs) {}
+    private record Watch(ScheduledExecutorService loop, String what, Look look, Runnable expired, long deadline,
+                         long maxStepMs) {}
 
     private void lookAgain(Watch watch, long stepMs) {
         try {
@@ -592,13 +603,40 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                 topic.getSubscriptions().forEach((name, sub) -> {
                     if ((operation.subscription() == null || operation.subscription().equals(name))
                             && sub instanceof PersistentSubscription persistent) {
-                        cursorMoved(persistent, operation.type());
+                        if (operation.expiry()) {
+                            expiryDone(persistent);
+                        } else {
+                            cursorMoved(persistent, operation.type());
+                        }
                     }
                 });
             }
         } catch (Throwable t) {
             failed("onWebserviceResponse", t);
         }
+    }
+
+    /**
+     * MARK_DELETE once the subscription's expiry monitor is done. The admin API answers an
+     * expire-messages by publish time when the monitor has started
+     * ({@code PersistentMessageExpiryMonitor.expireMessages} sets {@code expirationCheckInProgress});
+     * the monitor then searches the ledger and mark-deletes, and clears the flag when the
+     * mark-delete is done. One by position mark-deletes before the answer. Looked for on the
+     * broker's executor; a monitor that never finishes in {@link #WATCH_MS} emits nothing.
+     */
+    private void expiryDone(PersistentSubscription sub) {
+        if (EXPIRY_IN_PROGRESS == null) {
+            return;
+        }
+        PersistentMessageExpiryMonitor monitor = sub.getExpiryMonitor();
+        watch(pulsar.getExecutor(), "the expiry of " + sub.getTopicName() + " " + sub.getName(), WATCH_STEP_MAX_MS,
+                () -> {
+                    if (EXPIRY_IN_PROGRESS.getInt(monitor) != 0) {
+                        return false;
+                    }
+                    cursorMoved(sub, Event.Type.MARK_DELETE);
+                    return true;
+                }, () -> { });
     }
 
     /**

@@ -19,6 +19,9 @@ import org.apache.pulsar.common.util.Codec;
  *       ({@code PersistentSubscription.resetCursor});</li>
  *   <li>{@code .../subscription/S/skip/K} and {@code .../subscription/S/skip_all}: MARK_DELETE
  *       ({@code skipMessages}, {@code clearBacklog});</li>
+ *   <li>{@code .../subscription/S/expireMessages[/SECONDS]} and
+ *       {@code .../all_subscription/expireMessages/SECONDS}: MARK_DELETE once the subscription's
+ *       expiry monitor is done ({@code expiry}: the monitor moves the cursor after the answer);</li>
  *   <li>{@code /admin/v2/namespaces/T/N/BUNDLE/clearBacklog[/S]}: MARK_DELETE of every
  *       subscription (or S) of the bundle's topics.</li>
  * </ul>
@@ -29,7 +32,8 @@ import org.apache.pulsar.common.util.Codec;
  * its own, so only partitions (or non-partitioned topics) are acted on. Path segments are
  * URL-encoded as the admin client sends them ({@code Codec.encode}).
  */
-record AdminCursorOperation(Event.Type type, String topic, String namespace, String bundle, String subscription) {
+record AdminCursorOperation(Event.Type type, String topic, String namespace, String bundle, String subscription,
+                            boolean expiry) {
     private static final String TOPICS = "/admin/v2/persistent/";
     private static final String NON_PERSISTENT_TOPICS = "/admin/v2/non-persistent/";
     private static final String NAMESPACES = "/admin/v2/namespaces/";
@@ -45,20 +49,28 @@ record AdminCursorOperation(Event.Type type, String topic, String namespace, Str
         }
         if (path.startsWith(TOPICS)) {
             String[] s = path.substring(TOPICS.length()).split("/");
+            if (s.length < 5) {
+                return null;
+            }
+            String topic = "persistent://" + s[0] + "/" + s[1] + "/" + Codec.decode(s[2]);
+            // T, N, TOPIC, "all_subscription", "expireMessages", SECONDS
+            if (s[3].equals("all_subscription")) {
+                return s[4].equals("expireMessages")
+                        ? new AdminCursorOperation(Event.Type.MARK_DELETE, topic, null, null, null, true) : null;
+            }
             // T, N, TOPIC, "subscription", S, operation, ...
             if (s.length < 6 || !s[3].equals("subscription")) {
                 return null;
             }
             Event.Type type = switch (s[5]) {
                 case "resetcursor" -> Event.Type.RESET_CURSOR;
-                case "skip", "skip_all" -> Event.Type.MARK_DELETE;
+                case "skip", "skip_all", "expireMessages" -> Event.Type.MARK_DELETE;
                 default -> null;
             };
             if (type == null) {
                 return null;
             }
-            String topic = "persistent://" + s[0] + "/" + s[1] + "/" + Codec.decode(s[2]);
-            return new AdminCursorOperation(type, topic, null, null, Codec.decode(s[4]));
+            return new AdminCursorOperation(type, topic, null, null, Codec.decode(s[4]), s[5].equals("expireMessages"));
         }
         if (path.startsWith(NAMESPACES)) {
             String[] s = path.substring(NAMESPACES.length()).split("/");
@@ -67,7 +79,7 @@ record AdminCursorOperation(Event.Type type, String topic, String namespace, Str
                 return null;
             }
             String subscription = s.length == 5 ? Codec.decode(s[4]) : null;
-            return new AdminCursorOperation(Event.Type.MARK_DELETE, null, s[0] + "/" + s[1], s[2], subscription);
+            return new AdminCursorOperation(Event.Type.MARK_DELETE, null, s[0] + "/" + s[1], s[2], subscription, false);
         }
         return null;
     }
@@ -82,6 +94,6 @@ record AdminCursorOperation(Event.Type type, String topic, String namespace, Str
             return null;
         }
         String topic = domain + s[0] + "/" + s[1] + "/" + Codec.decode(s[2]);
-        return new AdminCursorOperation(Event.Type.UNSUBSCRIBE, topic, null, null, Codec.decode(s[4]));
+        return new AdminCursorOperation(Event.Type.UNSUBSCRIBE, topic, null, null, Codec.decode(s[4]), false);
     }
 }

@@ -9,30 +9,40 @@ import org.junit.jupiter.api.Test;
 class AdminCursorOperationTest {
     @Test
     void resetCursorToAPublishTimeOrAMessageId() {
-        assertEquals(new AdminCursorOperation(Event.Type.RESET_CURSOR, "persistent://t/ns/orders", null, null, "s"),
+        assertEquals(new AdminCursorOperation(Event.Type.RESET_CURSOR, "persistent://t/ns/orders", null, null, "s", false),
                 AdminCursorOperation.parse("POST", "/admin/v2/persistent/t/ns/orders/subscription/s/resetcursor/1700000000000"));
         assertEquals(new AdminCursorOperation(Event.Type.RESET_CURSOR, "persistent://t/ns/orders-partition-2", null,
-                        null, "my sub"),
+                        null, "my sub", false),
                 AdminCursorOperation.parse("POST", "/admin/v2/persistent/t/ns/orders-partition-2/subscription/my%20sub/resetcursor"));
     }
 
     @Test
     void skipAndClearBacklogMoveMarkDelete() {
-        assertEquals(new AdminCursorOperation(Event.Type.MARK_DELETE, "persistent://t/ns/x", null, null, "s"),
+        assertEquals(new AdminCursorOperation(Event.Type.MARK_DELETE, "persistent://t/ns/x", null, null, "s", false),
                 AdminCursorOperation.parse("POST", "/admin/v2/persistent/t/ns/x/subscription/s/skip/5"));
-        assertEquals(new AdminCursorOperation(Event.Type.MARK_DELETE, "persistent://t/ns/x", null, null, "s"),
+        assertEquals(new AdminCursorOperation(Event.Type.MARK_DELETE, "persistent://t/ns/x", null, null, "s", false),
                 AdminCursorOperation.parse("POST", "/admin/v2/persistent/t/ns/x/subscription/s/skip_all"));
-        assertEquals(new AdminCursorOperation(Event.Type.MARK_DELETE, null, "t/ns", "0x00000000_0x40000000", null),
+        assertEquals(new AdminCursorOperation(Event.Type.MARK_DELETE, null, "t/ns", "0x00000000_0x40000000", null, false),
                 AdminCursorOperation.parse("POST", "/admin/v2/namespaces/t/ns/0x00000000_0x40000000/clearBacklog"));
-        assertEquals(new AdminCursorOperation(Event.Type.MARK_DELETE, null, "t/ns", "0x00000000_0x40000000", "s"),
+        assertEquals(new AdminCursorOperation(Event.Type.MARK_DELETE, null, "t/ns", "0x00000000_0x40000000", "s", false),
                 AdminCursorOperation.parse("POST", "/admin/v2/namespaces/t/ns/0x00000000_0x40000000/clearBacklog/s"));
+    }
+
+    @Test
+    void expiringMessagesWaitsForTheExpiryMonitor() {
+        assertEquals(new AdminCursorOperation(Event.Type.MARK_DELETE, "persistent://t/ns/x", null, null, "s", true),
+                AdminCursorOperation.parse("POST", "/admin/v2/persistent/t/ns/x/subscription/s/expireMessages/10"));
+        assertEquals(new AdminCursorOperation(Event.Type.MARK_DELETE, "persistent://t/ns/x", null, null, "s", true),
+                AdminCursorOperation.parse("POST", "/admin/v2/persistent/t/ns/x/subscription/s/expireMessages"));
+        assertEquals(new AdminCursorOperation(Event.Type.MARK_DELETE, "persistent://t/ns/x", null, null, null, true),
+                AdminCursorOperation.parse("POST", "/admin/v2/persistent/t/ns/x/all_subscription/expireMessages/10"));
+        assertNull(AdminCursorOperation.parse("POST", "/admin/v2/persistent/t/ns/x/all_subscription/other"));
     }
 
     @Test
     void otherPathsMoveNoCursor() {
         assertNull(AdminCursorOperation.parse("POST", "/admin/v2/persistent/t/ns/x/stats"));
         assertNull(AdminCursorOperation.parse("POST", "/admin/v2/persistent/t/ns/x/subscription/s"));
-        assertNull(AdminCursorOperation.parse("POST", "/admin/v2/persistent/t/ns/x/subscription/s/expireMessages/10"));
         assertNull(AdminCursorOperation.parse("POST", "/admin/v2/namespaces/t/ns/backlogQuota"));
         // the broker sends a namespace's clear-backlog on to each bundle's owner
         assertNull(AdminCursorOperation.parse("POST", "/admin/v2/namespaces/t/ns/clearBacklog"));
@@ -42,9 +52,9 @@ class AdminCursorOperationTest {
 
     @Test
     void deletingASubscriptionUnsubscribes() {
-        assertEquals(new AdminCursorOperation(Event.Type.UNSUBSCRIBE, "persistent://t/ns/x", null, null, "s"),
+        assertEquals(new AdminCursorOperation(Event.Type.UNSUBSCRIBE, "persistent://t/ns/x", null, null, "s", false),
                 AdminCursorOperation.parse("DELETE", "/admin/v2/persistent/t/ns/x/subscription/s"));
-        assertEquals(new AdminCursorOperation(Event.Type.UNSUBSCRIBE, "non-persistent://t/ns/x", null, null, "s"),
+        assertEquals(new AdminCursorOperation(Event.Type.UNSUBSCRIBE, "non-persistent://t/ns/x", null, null, "s", false),
                 AdminCursorOperation.parse("DELETE", "/admin/v2/non-persistent/t/ns/x/subscription/s"));
         assertNull(AdminCursorOperation.parse("DELETE", "/admin/v2/persistent/t/ns/x"));
         assertNull(AdminCursorOperation.parse("DELETE", "/admin/v2/persistent/t/ns/x/subscription/s/skip_all"));
