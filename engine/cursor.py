@@ -445,10 +445,7 @@ class Cursor:
         cleared).
         """
         _check_mark_delete(mark_delete, lac, "mark-delete")
-        try:
-            self._set_acknowledged_position(mark_delete, ledgers, lac)
-        finally:
-            self._align_batch_acks()
+        self._set_acknowledged_position(mark_delete, ledgers, lac)
 
     # ---- ledger deletion ------------------------------------------------------------
     def advance_past_deleted_ledgers(

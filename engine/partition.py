@@ -659,7 +659,7 @@ class PartitionState:
                 return
             sub = self.subscription(name)
             if kind in (RESET_CURSOR, MARK_DELETE):
-                self._cursor_operation(name, sub, cursor, int(cols.type[i]), batch, i, lac, result)
+                self._cursor_operation(name, sub, cursor, kind, batch, i, lac, result)
                 return
             if kind == CLOSE_CONSUMER:
                 sub.close(cursor, consumer_id, cols.seq[i], now, settings)

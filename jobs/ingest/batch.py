@@ -485,18 +485,18 @@ class BatchWriter:
         lineage: list[Any],
         batch_id: int,
         tag: str,
-        unsubscribed: str | None = None,
+        gone: str | None = None,
     ) -> None:
         """Write one projection of the batch's UDF rows, as ``PROJECTIONS`` declares it; its
         MERGE into a table of ``SUBSCRIPTION_TABLES`` also deletes the rows of deleted
-        subscriptions it does not write (``unsubscribed``: their condition)."""
+        subscriptions it does not write (``gone``: their condition, ``unsubscribed_condition``)."""
         rows = projection.rows(out, lineage)
         if projection.write is None:
             self._append(spark, projection.table, rows, tag)
             return
         merge = projection.write(self.writer.merge(projection.table, rows))
-        if unsubscribed is not None and projection.table in SUBSCRIPTION_TABLES:
-            merge = merge.when_not_matched_by_source_delete(unsubscribed)
+        if gone is not None and projection.table in SUBSCRIPTION_TABLES:
+            merge = merge.when_not_matched_by_source_delete(gone)
         merge.execute(spark, version=batch_id, tag=tag)
 
     def _run_writes(
