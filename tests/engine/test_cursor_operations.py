@@ -290,3 +290,42 @@ def test_unsubscribe_of_an_unknown_subscription_is_refused():
     _, result = _apply(_Events().publish(3, 1).add("UNSUBSCRIBE", subscription="s"))
     assert [r.reason for r in result.rejects] == ["unknown_subscription"]
     assert not result.unsubscribed
+
+
+def _mark_delete_beside_the_acks_that_moved_it(sub_type: str, mark_delete_first: bool) -> PartitionState:
+    """Acks that move mark-delete to 3:2, with the MARK_DELETE of 3:2 the plugin's sweep read
+    before or after the last of them (an ack takes effect before its hook runs)."""
+    events = _Events().publish(3, 10).subscribe(sub_type)
+    for e in range(6):
+        events.dispatch(3, e)
+    events.ack((3, 1), (3, 2))
+    if mark_delete_first:
+        events.cursor("MARK_DELETE", 3, 2)
+    if sub_type == "Shared":
+        events.ack((3, 0))
+    else:
+        ids = [{"ledger_id": 3, "entry_id": 2}]
+        events.add("ACK", subscription="s", consumer_id=1, ack_type="Cumulative", message_ids=ids)
+    if not mark_delete_first:
+        events.cursor("MARK_DELETE", 3, 2)
+    events.ack((3, 4))
+    state, result = _apply(events)
+    assert not result.rejects
+    return state
+
+
+def test_a_mark_delete_read_before_the_ack_that_made_it_gives_the_same_state():
+    """setAcknowledgedPosition accepts the current mark-delete (``newMarkDeletePosition``
+    equal to ``markDeletePosition``), asyncDelete skips positions at or below it, and
+    ``Consumer.removePendingAcks`` takes the ack's entries out of the consumer's pending acks
+    whatever the cursor holds: a MARK_DELETE of the position the acks reach, just before or
+    after them, changes nothing (the plugin's mark-delete sweep relies on it)."""
+    for sub_type in ("Shared", "Exclusive"):
+        first = _mark_delete_beside_the_acks_that_moved_it(sub_type, mark_delete_first=True)
+        after = _mark_delete_beside_the_acks_that_moved_it(sub_type, mark_delete_first=False)
+        assert first.cursors["s"].mark_delete == Position(3, 2)
+        assert first.cursors["s"].encode() == after.cursors["s"].encode()
+        assert first.subscriptions["s"].encode() == after.subscriptions["s"].encode()
+    assert first.subscriptions["s"].consumers[1].unacked_messages == 0  # Exclusive: none pending
+    shared = _mark_delete_beside_the_acks_that_moved_it("Shared", mark_delete_first=True)
+    assert shared.subscriptions["s"].consumers[1].unacked_messages == 2

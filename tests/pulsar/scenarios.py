@@ -25,8 +25,10 @@ from jobs.platform.broker import StandaloneBroker
 NAMESPACE = "public/default"
 DEDUP_NAMESPACE = "public/dedup"  # deduplication on, as a namespace policy
 CLEARED_NAMESPACE = "public/cleared"  # a namespace-wide clear-backlog touches only its topics
+EXPIRING_NAMESPACE = "public/expiring"  # subscriptions inactive for a minute are deleted
 RECEIVE_MS = 5000
 ACK_TIMEOUT_MS = 10_000  # the Python (C++) client's minimum
+TTL_S = 3  # message_ttl's
 
 
 def make_dedup_namespace(broker: StandaloneBroker) -> None:
@@ -441,11 +443,7 @@ def cursor_operations(run: Run) -> None:
         {"ledgerId": target.ledger_id(), "entryId": target.entry_id(), "isExcluded": False},
     )
     # a namespace's clear-backlog of one subscription name (every topic there must have it)
-    try:
-        run.broker.admin(f"/admin/v2/namespaces/{CLEARED_NAMESPACE}", "PUT", {}, quiet=True)
-    except urllib.error.HTTPError as exc:
-        if exc.code != 409:  # made by an earlier run on this broker
-            raise
+    make_namespace(run.broker, CLEARED_NAMESPACE)
     topic = run.topic("clear-backlog", partitions=2, ns=CLEARED_NAMESPACE)
     consumer = run.subscribe(topic, "cleared", pulsar.ConsumerType.Exclusive, "cleared-c")
     kept = run.subscribe(topic, "kept", pulsar.ConsumerType.Exclusive, "kept-c")
@@ -454,6 +452,30 @@ def cursor_operations(run: Run) -> None:
     receive(kept, 12)
     time.sleep(0.5)  # the ack reaches the broker
     run.broker.admin(f"/admin/v2/namespaces/{CLEARED_NAMESPACE}/clearBacklog/cleared", "POST", None)
+
+
+def message_ttl(run: Run) -> None:
+    """Message TTL: the broker's expiry monitor mark-deletes what is older than the TTL, on its
+    timer and when the topic's policies change (``PersistentTopic.checkMessageExpiry``). No
+    request or hook shows it; the plugin's mark-delete sweep emits the MARK_DELETE. It passes an
+    ack hole (absorbed), leaves one above what expires, and passes entries a Shared consumer
+    holds (it keeps them)."""
+    topic = run.topic("ttl")
+    shared = run.subscribe(topic, "shared", pulsar.ConsumerType.Shared, "ttl-shared", receiver_queue_size=5)
+    exclusive = run.subscribe(topic, "exclusive", pulsar.ConsumerType.Exclusive, "ttl-x")
+    produce(run, topic, 12)
+    exclusive.acknowledge(receive(exclusive, 12)[3])
+    shared.acknowledge(receive(shared, 5)[1])
+    time.sleep(TTL_S + 2)  # the first twelve are older than the TTL
+    produce(run, topic, 4)
+    exclusive.acknowledge(receive(exclusive, 4)[1])
+    wait_for_backlog(run, topic, "exclusive", 14)
+    # a topic policy's change runs the expiry check at once (the timer's is minutes apart)
+    run.broker.admin(admin_path(topic) + f"/messageTTL?messageTTL={TTL_S}", "POST", None)
+    wait_for_backlog(run, topic, "exclusive", 3)
+    wait_for_backlog(run, topic, "shared", 4)
+    # no later check expires the last four while the other scenarios play
+    run.broker.admin(admin_path(topic) + "/messageTTL", "DELETE", None)
 
 
 def unsubscribes(run: Run) -> None:
@@ -480,6 +502,39 @@ def unsubscribes(run: Run) -> None:
     again = run.subscribe(topic, "again", pulsar.ConsumerType.Failover, "again-c2")
     produce(run, topic, 3)
     receive(again, 3)
+
+
+def inactive_subscription(run: Run) -> None:
+    """An inactive subscription's expiry: the broker deletes a subscription with no consumer
+    once it has been inactive for the namespace's ``subscriptionExpirationTimeMinutes``
+    (``PersistentTopic.checkInactiveSubscriptions``, every
+    ``subscriptionExpiryCheckIntervalInMinutes``). No hook or request shows it; the plugin's
+    sweep emits the UNSUBSCRIBE. Not in ``SCENARIOS``: both settings are whole minutes, so it
+    takes two; ``python -m tests.pulsar.stress inactive_subscription`` plays it."""
+    make_namespace(run.broker, EXPIRING_NAMESPACE)
+    run.broker.admin(f"/admin/v2/namespaces/{EXPIRING_NAMESPACE}/subscriptionExpirationTime", "POST", 1)
+    topic = run.topic("inactive", ns=EXPIRING_NAMESPACE)
+    idle = run.subscribe(topic, "idle", pulsar.ConsumerType.Exclusive, "idle-c")
+    kept = run.subscribe(topic, "kept", pulsar.ConsumerType.Shared, "kept-c")
+    produce(run, topic, 6)
+    idle.acknowledge(receive(idle, 6)[2])
+    kept.acknowledge(receive(kept, 6)[4])
+    idle.close()
+    run.consumers.remove(idle)
+    deadline = time.monotonic() + 200
+    while "idle" in run.broker.admin(admin_path(topic) + "/stats")["subscriptions"]:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic}: the broker never deleted the idle subscription")
+        time.sleep(1)
+
+
+def make_namespace(broker: StandaloneBroker, namespace: str) -> None:
+    """``namespace``, unless an earlier run on this broker made it."""
+    try:
+        broker.admin(f"/admin/v2/namespaces/{namespace}", "PUT", {}, quiet=True)
+    except urllib.error.HTTPError as exc:
+        if exc.code != 409:
+            raise
 
 
 def subscription_stats(run: Run, topic: str, sub: str) -> dict[str, Any]:
@@ -648,6 +703,7 @@ SCENARIOS: tuple[Callable[[Run], None], ...] = (
     non_persistent,
     unacked_limit,
     cursor_operations,
+    message_ttl,
     unsubscribes,
 )
 

@@ -39,6 +39,7 @@ BROKER_CONF = {
     "managedLedgerMaxEntriesPerLedger": "10",
     "managedLedgerMinLedgerRolloverTimeMinutes": "0",
     "ackstateFileMaxMillis": "200",
+    "subscriptionExpiryCheckIntervalInMinutes": "1",  # scenarios.inactive_subscription's, at least 1
 }
 SETTINGS = EngineSettings(
     acknowledgment_at_batch_index_level_enabled=True, deduplication={DEDUP_NAMESPACE: True}

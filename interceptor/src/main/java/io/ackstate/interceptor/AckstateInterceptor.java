@@ -15,6 +15,7 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
@@ -33,6 +34,7 @@ import org.apache.pulsar.broker.service.Topic;
 import org.apache.pulsar.broker.service.TopicEventsListener;
 import org.apache.pulsar.broker.service.persistent.PersistentMessageExpiryMonitor;
 import org.apache.pulsar.broker.service.persistent.PersistentSubscription;
+import org.apache.pulsar.broker.service.persistent.PersistentTopic;
 import org.apache.pulsar.common.api.proto.BaseCommand;
 import org.apache.pulsar.common.api.proto.CommandAck;
 import org.apache.pulsar.common.api.proto.CommandRedeliverUnacknowledgedMessages;
@@ -40,6 +42,7 @@ import org.apache.pulsar.common.api.proto.CommandSubscribe;
 import org.apache.pulsar.common.api.proto.MessageMetadata;
 import org.apache.pulsar.common.naming.TopicName;
 import org.apache.pulsar.common.protocol.Commands;
+import org.apache.pulsar.compaction.Compactor;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -53,7 +56,9 @@ import org.slf4j.LoggerFactory;
  * inbound {@code CommandRedeliverUnacknowledgedMessages} REDELIVER; a consumer's {@code CommandSeek}
  * and the admin API's reset-cursor RESET_CURSOR, its skip and clear-backlog MARK_DELETE, a
  * consumer's {@code CommandUnsubscribe} and the admin API's subscription delete UNSUBSCRIBE, once
- * the broker has done them ({@link #cursorMoved}, {@link #unsubscribed}). {@code beforeSendMessage}
+ * the broker has done them ({@link #cursorMoved}, {@link #unsubscribed}); the sweep's MARK_DELETE
+ * and UNSUBSCRIBE for what the broker does on its own (message TTL, an inactive subscription's
+ * expiry: {@link #sweep}). {@code beforeSendMessage}
  * and an inbound {@code CommandAck} emit nothing: they note the replays whose write an ack can
  * overtake ({@link ReplaysInFlight}). A client-side negative ack or ack timeout is not visible
  * to a broker: its consequence, the client's redeliver request, is what arrives. No hook may throw or block: each captures its {@link Event} (primitives and
@@ -69,6 +74,7 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     static final String QUEUE_CAPACITY = "ackstateQueueCapacity";
     static final String SINK = "ackstateSink";
     static final String KAFKA_TOPIC = "ackstateKafkaTopic";
+    static final String SWEEP_MILLIS = "ackstateMarkDeleteSweepMillis";
     /** Prefix of Kafka producer settings: {@code ackstateKafka.bootstrap.servers=host:9092}. */
     static final String KAFKA_SETTINGS = "ackstateKafka.";
 
@@ -98,6 +104,8 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     private EventQueue<Event> queue;
     private DropMetrics metrics;
     private PulsarService pulsar;
+    /** Runs {@link #sweep}; null when {@link #SWEEP_MILLIS} is 0. */
+    private ScheduledExecutorService sweeper;
 
     /** How long a seek is watched for its reset to begin (a seek by publish time first searches),
      *  and an unsubscribe for the subscription to go (one the broker refuses never goes). */
@@ -150,6 +158,15 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
         metrics.registerDefault();
         this.pulsar = pulsar;
         pulsar.getBrokerService().addTopicEventListener(this);
+        long sweepMillis = Long.parseLong(props.getProperty(SWEEP_MILLIS, "1000"));
+        if (sweepMillis > 0) {
+            sweeper = Executors.newSingleThreadScheduledExecutor(runnable -> {
+                Thread thread = new Thread(runnable, "ackstate-sweep");
+                thread.setDaemon(true);
+                return thread;
+            });
+            sweeper.scheduleWithFixedDelay(this::sweep, sweepMillis, sweepMillis, TimeUnit.MILLISECONDS);
+        }
     }
 
     /** A private field of the broker's, readable; null (and a warning naming {@code what} is not
@@ -232,6 +249,7 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                 }
                 Subscription sub = consumer.getSubscription();
                 unsubscribedBefore(sub);
+                sweptBefore(sub);
                 closeLetGo(sub);
                 long id = consumerIds.next(System.currentTimeMillis());
                 // the partition's log (and floor) exists before any event of the consumer is emitted
@@ -244,6 +262,10 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                 String initial = initialPositions.remove(new Pending(cnx, consumer.consumerId()));
                 PartitionLog partition = tracked.partition();
                 synchronized (partition) {
+                    PersistentSubscription persistent = swept(sub);
+                    if (persistent != null) {
+                        partition.swept.firstSeen(sub, persistent.getCursor().getMarkDeletedPosition());
+                    }
                     long now = System.currentTimeMillis(); // event_time, and seq from the same read
                     offer(new Event.Subscribe(partition, now, partition.clock.next(now), tracked,
                             consumer.consumerName(), consumer.subType().name(), consumer.getPriorityLevel(),
@@ -333,7 +355,19 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     /** A broker-initiated disconnect passes no hook: a topic unloading or deleted closes them all. */
     @Override
     public void handleEvent(String topic, TopicEvent event, EventStage stage, Throwable t) {
-        if ((event != TopicEvent.UNLOAD && event != TopicEvent.DELETE) || stage != EventStage.BEFORE) {
+        if (event != TopicEvent.UNLOAD && event != TopicEvent.DELETE) {
+            return;
+        }
+        if (stage == EventStage.SUCCESS) {
+            PartitionLog partition = partitions.get(topic);
+            if (partition != null) {
+                synchronized (partition) {
+                    partition.swept.clear(); // read afresh if the topic comes back
+                }
+            }
+            return;
+        }
+        if (stage != EventStage.BEFORE) {
             return;
         }
         try {
@@ -520,6 +554,26 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
         }
     }
 
+    /**
+     * Before a consumer of {@code sub} is announced: the UNSUBSCRIBE of the subscription of the
+     * same name the plugin read before, if the broker deleted it without a watched path (an
+     * inactive subscription's expiry) and the sweep has not seen it go yet. Under the lock of
+     * {@link #consumers}.
+     */
+    private void sweptBefore(Subscription sub) {
+        PartitionLog partition = partitions.get(sub.getTopicName());
+        if (partition == null) {
+            return;
+        }
+        Subscription old;
+        synchronized (partition) {
+            old = partition.swept.departed(sub.getName(), sub);
+        }
+        if (old != null) {
+            unsubscribed(sub.getTopic(), sub.getName());
+        }
+    }
+
     /** A condition to wait for on the broker's behalf, returning true when it has seen it through. */
     private interface Look {
         boolean done() throws Exception;
@@ -656,6 +710,7 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             byte[] subscriptionField = EventJson.subscriptionField(sub.getName());
             synchronized (partition) {
                 Position markDelete = sub.getCursor().getMarkDeletedPosition();
+                partition.swept.markDeleteAdvanced(sub, markDelete);
                 long now = System.currentTimeMillis(); // event_time, and seq from the same read
                 offer(new Event.CursorMoved(partition, now, partition.clock.next(now), type, subscriptionField,
                         markDelete.getLedgerId(), markDelete.getEntryId()));
@@ -685,12 +740,85 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             PartitionLog partition = log(topic);
             byte[] subscriptionField = EventJson.subscriptionField(name);
             synchronized (partition) {
+                if (!partition.swept.unsubscribe(name, topic.getSubscription(name))) {
+                    return; // emitted already, by the sweep or before a new subscription of the name
+                }
                 long now = System.currentTimeMillis(); // event_time, and seq from the same read
                 offer(new Event.Unsubscribed(partition, now, partition.clock.next(now), subscriptionField));
             }
         } catch (Throwable t) {
             failed("unsubscribe", t);
         }
+    }
+
+    /**
+     * Every {@link #SWEEP_MILLIS}: a MARK_DELETE for each durable subscription whose mark-delete
+     * position moved forwards since the plugin last read it, and an UNSUBSCRIBE for each one the
+     * plugin read before that has left its topic since, when no watched path emitted it.
+     *
+     * <p>The broker also moves cursors where no hook and no request shows it: message TTL (the
+     * expiry monitor, run by the broker's timer every {@code messageExpiryCheckIntervalInMinutes}
+     * and when a topic's policies change: {@code PersistentTopic.checkMessageExpiry}), and
+     * whatever else mark-deletes on its own (the v1 admin paths, for one). It deletes
+     * subscriptions the same way: an inactive subscription's expiry
+     * ({@code PersistentTopic.checkInactiveSubscriptions}, every
+     * {@code subscriptionExpiryCheckIntervalInMinutes}). The sweep reads each cursor's
+     * mark-delete under its partition's lock, so the MARK_DELETE takes its seq where the
+     * broker's state is. A move the consumers' acks made is read too: its MARK_DELETE names the
+     * position the acks already reached, or one they reach right after (an ack takes effect
+     * before its hook runs), and changes nothing either way, as {@code setAcknowledgedPosition}
+     * accepts the current position and ignores the individual acks of positions at or below it.
+     * A move backwards is only recorded: only a reset moves a cursor back, and the reset's own
+     * RESET_CURSOR says what it forgot.
+     */
+    void sweep() {
+        try {
+            pulsar.getBrokerService().forEachTopic(topic -> {
+                if (topic instanceof PersistentTopic persistent) {
+                    sweep(persistent);
+                }
+            });
+        } catch (Throwable t) {
+            failed("the sweep", t);
+        }
+    }
+
+    private void sweep(PersistentTopic topic) {
+        Map<String, PersistentSubscription> subscriptions = topic.getSubscriptions();
+        PartitionLog partition = partitions.get(topic.getName());
+        if (partition == null) {
+            if (subscriptions.isEmpty()) {
+                return;
+            }
+            partition = log(topic);
+        }
+        List<String> departed;
+        synchronized (partition) {
+            for (PersistentSubscription sub : subscriptions.values()) {
+                if (swept(sub) == null) {
+                    continue;
+                }
+                Position markDelete = sub.getCursor().getMarkDeletedPosition();
+                if (partition.swept.markDeleteAdvanced(sub, markDelete)) {
+                    long now = System.currentTimeMillis(); // event_time, and seq from the same read
+                    offer(new Event.CursorMoved(partition, now, partition.clock.next(now), Event.Type.MARK_DELETE,
+                            EventJson.subscriptionField(sub.getName()), markDelete.getLedgerId(),
+                            markDelete.getEntryId()));
+                }
+            }
+            departed = partition.swept.departed(subscriptions);
+        }
+        for (String name : departed) { // a new object of the name is read at the next sweep
+            unsubscribed(topic, name);
+        }
+    }
+
+    /** {@code sub} if the sweep follows it: a durable subscription of a persistent topic, not
+     *  the compaction's cursor (a reader's cursor is not durable). */
+    private static PersistentSubscription swept(Subscription sub) {
+        return sub instanceof PersistentSubscription persistent && persistent.getCursor() != null
+                && persistent.getCursor().isDurable() && !Compactor.COMPACTION_SUBSCRIPTION.equals(sub.getName())
+                ? persistent : null;
     }
 
     // ---- producers -------------------------------------------------------------------------
@@ -861,6 +989,11 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     @Override
     public void close() {
         try {
+            if (sweeper != null) {
+                sweeper.shutdownNow();
+                sweeper.awaitTermination(5, TimeUnit.SECONDS);
+                sweeper = null;
+            }
             if (metrics != null) {
                 metrics.unregisterDefault();
                 metrics = null;

@@ -30,6 +30,8 @@ final class PartitionLog {
     private final long floorEntry;
     /** Per subscription name, for the Shared and Key_Shared consumers of a persistent topic. */
     private final Map<String, ReplaysInFlight> replays = new HashMap<>();
+    /** The durable subscriptions the plugin has read, under this object's lock. */
+    final SweptSubscriptions swept = new SweptSubscriptions();
 
     PartitionLog(Topic topic) {
         TopicName name = TopicName.get(topic.getName());

@@ -8,6 +8,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Properties;
 import java.util.stream.Stream;
 import org.apache.pulsar.broker.PulsarService;
 import org.apache.pulsar.broker.ServiceConfiguration;
@@ -20,11 +21,17 @@ final class FileInterceptors {
 
     /** Initialised by a mocked broker whose configuration names {@code dir} as the file sink's. */
     static AckstateInterceptor started(Path dir) throws Exception {
+        return started(dir, mock(BrokerService.class), new Properties());
+    }
+
+    /** As {@link #started(Path)}, with the broker service {@code brokers} and extra settings. */
+    static AckstateInterceptor started(Path dir, BrokerService brokers, Properties settings) throws Exception {
         ServiceConfiguration conf = new ServiceConfiguration();
         conf.getProperties().setProperty(AckstateInterceptor.SINK_DIRECTORY, dir.toString());
+        conf.getProperties().putAll(settings);
         PulsarService pulsar = mock(PulsarService.class);
         when(pulsar.getConfiguration()).thenReturn(conf);
-        when(pulsar.getBrokerService()).thenReturn(mock(BrokerService.class));
+        when(pulsar.getBrokerService()).thenReturn(brokers);
         AckstateInterceptor interceptor = new AckstateInterceptor();
         interceptor.initialize(pulsar);
         return interceptor;
