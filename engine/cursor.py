@@ -135,7 +135,7 @@ class Cursor:
         mark-delete keeps equal to the precise backlog, and a cursor reset does not
         (``consumed_overcount``). When the difference is negative the broker falls back to the
         precise count. A broker that reloads the topic counts afresh (the cursor's recovery
-        sets the counter from the precise backlog); no event tells ackstate of that.
+        sets the counter from the precise backlog): LOAD_TOPIC sets the overcount to 0.
         """
         precise = self.backlog(ledgers)
         reported = precise - self.consumed_overcount

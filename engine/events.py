@@ -28,6 +28,8 @@ EVENT_TYPES = (
     "RESET_CURSOR",
     "MARK_DELETE",
     "UNSUBSCRIBE",
+    # contract addition: the broker loaded the topic partition afresh
+    "LOAD_TOPIC",
 )
 TYPE_CODE = {name: code for code, name in enumerate(EVENT_TYPES)}
 
@@ -59,6 +61,7 @@ EVENT_DEFAULTS: dict[str, object] = {
     RESET_CURSOR,
     MARK_DELETE,
     UNSUBSCRIBE,
+    LOAD_TOPIC,
 ) = range(len(EVENT_TYPES))
 # what the broker does to a subscription's cursor by itself: no consumer issues them
 CURSOR_OPERATIONS = (RESET_CURSOR, MARK_DELETE, UNSUBSCRIBE)

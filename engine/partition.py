@@ -53,6 +53,7 @@ from engine.events import (
     CLOSE_CONSUMER,
     CURSOR_OPERATIONS,
     DISPATCH,
+    LOAD_TOPIC,
     MARK_DELETE,
     NACK,
     PUBLISH,
@@ -170,6 +171,9 @@ class PartitionState:
             return result
         if np.any(np.diff(batch.seq) < 0):
             batch = batch.take(np.argsort(batch.seq, kind="stable"))
+        loads = np.flatnonzero(batch.type == LOAD_TOPIC)
+        if loads.size:
+            return self._apply_around_loads(batch, loads, settings)
 
         # 1. the replay fence: seq must be above every seq applied before it
         fence = np.maximum.accumulate(np.concatenate(([self.last_seq], batch.seq[:-1])))
@@ -238,6 +242,62 @@ class PartitionState:
             result.changed.intersection_update(self.cursors)
         self._place_cursors_before_first_ledger(result)
         return result
+
+    def _apply_around_loads(
+        self, batch: EventBatch, loads: np.ndarray, settings: EngineSettings
+    ) -> ApplyResult:
+        """A batch (sorted by seq) with LOAD_TOPIC events: the events between them are applied
+        as batches of their own, each LOAD_TOPIC between them (``_load_topic``), and the
+        results joined. A topic loads rarely, so the batch that holds a load pays the split."""
+        result = ApplyResult()
+        start = 0
+        for k in [*loads.tolist(), len(batch)]:
+            if k > start:
+                part = self._apply(batch.take(np.arange(start, k)), settings)
+                result.rejects.extend(part.rejects)
+                result.applied += part.applied
+                result.stale += part.stale
+                result.changed |= part.changed
+                result.unsubscribed |= part.unsubscribed
+                result.published += part.published
+                result.sends.receipts.extend(part.sends.receipts)
+                result.sends.changed |= part.sends.changed
+                result.sends.rejects.extend(part.sends.rejects)
+            if k < len(batch):
+                self._load_topic(batch, k, settings, result)
+            start = k + 1
+        if result.unsubscribed:
+            result.changed.intersection_update(self.cursors)
+        return result
+
+    def _load_topic(self, batch: EventBatch, i: int, settings: EngineSettings, result: ApplyResult) -> None:
+        """LOAD_TOPIC: the broker loaded the topic partition afresh (its start, or the topic
+        moving to it). The new topic object (``BrokerService.loadOrCreatePersistentTopic``) has
+        no consumer: one still connected here was never closed (a broker stopped with
+        ``kill -9``) and goes now (``Subscription.close_all``). Each cursor is recovered from
+        what it persisted (``ManagedCursorImpl.recoveredCursor``), which counts the consumed
+        entries afresh from the precise backlog: what a cursor reset left counted
+        (``Cursor.consumed_overcount``) is gone."""
+        seq = int(batch.seq[i])
+        if seq <= self.last_seq:
+            result.rejects.append(
+                Reject(int(batch.row[i]), "stale_seq", f"seq {seq} is not above {self.last_seq}")
+            )
+            result.stale += 1
+            return
+        self.last_seq = seq
+        self.last_event_time = max(self.last_event_time, int(batch.event_time[i]))
+        result.applied += 1
+        sub_settings = settings.for_partition(self.topic, self.partition)
+        for name, sub in self.subscriptions.items():
+            cursor = self.cursors.get(name)
+            if cursor is not None and sub.consumers:
+                sub.close_all(cursor, seq, self.last_event_time, sub_settings)
+                result.changed.add(name)
+        for name, cursor in self.cursors.items():
+            if cursor.consumed_overcount:
+                cursor.consumed_overcount = 0
+                result.changed.add(name)
 
     def _place_cursors_before_first_ledger(self, result: ApplyResult) -> None:
         """A cursor opened on a topic with no entry yet sits before the ledger that gets the first.

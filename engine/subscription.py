@@ -377,6 +377,27 @@ class Subscription:
         self, cursor: Cursor, consumer_id: int, seq: int, now: int, settings: SubscriptionSettings
     ) -> None:
         """``removeConsumer``: Failover re-picks; Shared hands the consumer's entries back."""
+        consumer = self._remove(consumer_id, now)
+        if cursor.sub_type in SHARED_MODES:
+            self._hand_back(cursor, consumer, now)
+        elif cursor.sub_type in SINGLE_ACTIVE_MODES:
+            self._pick_active(cursor.sub_type, seq, now, settings)
+
+    def close_all(self, cursor: Cursor, seq: int, now: int, settings: SubscriptionSettings) -> None:
+        """The broker loaded the topic afresh (LOAD_TOPIC): the new topic object's subscription
+        has no consumer, so each one still connected here is gone. That is a broker stopped
+        without closing them (``kill -9``): a graceful stop or unload closed each one first.
+        Each goes as ``removeConsumer`` takes it, and on Exclusive and Failover the active
+        consumer goes once, with no pick among the leaving ones in between."""
+        for consumer_id in list(self.consumers):
+            consumer = self._remove(consumer_id, now)
+            if cursor.sub_type in SHARED_MODES:
+                self._hand_back(cursor, consumer, now)
+        if cursor.sub_type in SINGLE_ACTIVE_MODES and self.active is not None:
+            self._pick_active(cursor.sub_type, seq, now, settings)
+
+    def _remove(self, consumer_id: int, now: int) -> Consumer:
+        """The consumer out of ``consumers``, with its client's timers and nacks."""
         consumer = self.consumers.pop(consumer_id, None)
         if consumer is None:
             raise ConsumerNotConnected(f"consumer {consumer_id} was not connected")
@@ -386,33 +407,35 @@ class Subscription:
         self.changes.consumers.discard(consumer_id)
         # its client's nack tracker closes with it (NegativeAcksTracker.close)
         self._drop_nacks_of(consumer_id)
-        if cursor.sub_type in SHARED_MODES:
-            for pos in list(consumer.pending):
-                self._remove_pending(consumer, pos, 0)
-                # PersistentDispatcherMultipleConsumers.removeConsumer: to the replay set, no
-                # redelivery-count bump (addMessageToReplay without the tracker)
-                if self.consumers and pos > cursor.mark_delete:
-                    self._set_redelivery(
-                        pos,
-                        Redelivery(
-                            consumer_id,
-                            CONSUMER_CLOSED,
-                            now,
-                            now,
-                            self.tracker.get(pos, 0),
-                            False,
-                        ),
-                    )
-            consumer.unacked_messages = 0
-            if not self.consumers:
-                # the last consumer left: replay set and redelivery tracker are cleared
-                for pos in list(self.redeliveries):
-                    self._set_redelivery(pos, None)
-                self.tracker.clear()
-                self.nacks.clear()
-                self._timers_changed()
-        elif cursor.sub_type in SINGLE_ACTIVE_MODES:
-            self._pick_active(cursor.sub_type, seq, now, settings)
+        return consumer
+
+    def _hand_back(self, cursor: Cursor, consumer: Consumer, now: int) -> None:
+        """A removed Shared or Key_Shared consumer's pending entries go to the replay set."""
+        consumer_id = consumer.consumer_id
+        for pos in list(consumer.pending):
+            self._remove_pending(consumer, pos, 0)
+            # PersistentDispatcherMultipleConsumers.removeConsumer: to the replay set, no
+            # redelivery-count bump (addMessageToReplay without the tracker)
+            if self.consumers and pos > cursor.mark_delete:
+                self._set_redelivery(
+                    pos,
+                    Redelivery(
+                        consumer_id,
+                        CONSUMER_CLOSED,
+                        now,
+                        now,
+                        self.tracker.get(pos, 0),
+                        False,
+                    ),
+                )
+        consumer.unacked_messages = 0
+        if not self.consumers:
+            # the last consumer left: replay set and redelivery tracker are cleared
+            for pos in list(self.redeliveries):
+                self._set_redelivery(pos, None)
+            self.tracker.clear()
+            self.nacks.clear()
+            self._timers_changed()
 
     def _pick_active(self, sub_type: str, seq: int, now: int, settings: SubscriptionSettings) -> None:
         """``pickAndScheduleActiveConsumer`` (spec 5.1); the switch delay as a timestamp (5.2)."""

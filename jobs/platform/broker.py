@@ -265,6 +265,14 @@ class StandaloneBroker:
         self.stop()
         self.start(wipe=False)
 
+    def kill(self) -> None:
+        """SIGKILL: the broker dies without its shutdown hook (no topic unloaded, no consumer
+        closed, the plugin's queue not written out); ``start(wipe=False)`` brings it back."""
+        proc, self.process = self.process, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
     def admin(self, path: str, method: str = "GET", body: Any = None, quiet: bool = False) -> Any:
         """One admin REST call; the decoded JSON answer (None when the answer is empty)."""
         data = None if body is None else json.dumps(body).encode()

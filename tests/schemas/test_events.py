@@ -127,6 +127,7 @@ def test_enumerations() -> None:
         "RESET_CURSOR",  # contract additions
         "MARK_DELETE",
         "UNSUBSCRIBE",
+        "LOAD_TOPIC",
     )
     assert set(SUB_TYPES) == {"Exclusive", "Failover", "Shared", "Key_Shared"}
     assert set(ACK_TYPES) == {"Individual", "Cumulative"}

@@ -195,10 +195,26 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     }
 
     // ---- emitting ------------------------------------------------------------------------
-    /** The partition's log, made (with its floor) the first time any hook sees the topic. */
+    /**
+     * The partition's log, made the first time any hook sees the topic. The first time a hook
+     * sees a topic object, the broker has loaded it (at its start, or the topic came back to
+     * it): LOAD_TOPIC comes first, before any event of the new object. Every first event of a
+     * loaded topic's object passes here: a SUBSCRIBE, a PUBLISH, a SEND, the sweep's reading.
+     */
     private PartitionLog log(Topic topic) {
         PartitionLog partition = partitions.get(topic.getName());
-        return partition != null ? partition : partitions.computeIfAbsent(topic.getName(), t -> new PartitionLog(topic));
+        if (partition == null) {
+            partition = partitions.computeIfAbsent(topic.getName(), t -> new PartitionLog(topic));
+        }
+        if (!partition.isLoadedAs(topic)) {
+            synchronized (partition) {
+                if (partition.load(topic)) {
+                    long now = System.currentTimeMillis(); // event_time, and seq from the same read
+                    offer(new Event.Loaded(partition, now, partition.clock.next(now)));
+                }
+            }
+        }
+        return partition;
     }
 
     /** Under the partition's lock, so that its events enter the queue in seq order. */
@@ -248,12 +264,13 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                     }
                 }
                 Subscription sub = consumer.getSubscription();
+                // the partition's log exists, loaded as this topic object, before any event of
+                // the consumer is emitted
+                PartitionLog log = log(sub.getTopic());
                 unsubscribedBefore(sub);
-                sweptBefore(sub);
+                sweptBefore(log, sub);
                 closeLetGo(sub);
                 long id = consumerIds.next(System.currentTimeMillis());
-                // the partition's log (and floor) exists before any event of the consumer is emitted
-                PartitionLog log = log(sub.getTopic());
                 tracked = new TrackedConsumer(consumer, id, sub.getTopicName(), log,
                         EventJson.consumerFields(sub.getName(), id),
                         log.persistent && consumer.getPendingAcks() != null ? log.replays(sub.getName()) : null);
@@ -560,11 +577,7 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
      * inactive subscription's expiry) and the sweep has not seen it go yet. Under the lock of
      * {@link #consumers}.
      */
-    private void sweptBefore(Subscription sub) {
-        PartitionLog partition = partitions.get(sub.getTopicName());
-        if (partition == null) {
-            return;
-        }
+    private void sweptBefore(PartitionLog partition, Subscription sub) {
         Subscription old;
         synchronized (partition) {
             old = partition.swept.departed(sub.getName(), sub);
@@ -785,13 +798,10 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
 
     private void sweep(PersistentTopic topic) {
         Map<String, PersistentSubscription> subscriptions = topic.getSubscriptions();
-        PartitionLog partition = partitions.get(topic.getName());
-        if (partition == null) {
-            if (subscriptions.isEmpty()) {
-                return;
-            }
-            partition = log(topic);
+        if (subscriptions.isEmpty() && !partitions.containsKey(topic.getName())) {
+            return;
         }
+        PartitionLog partition = log(topic);
         List<String> departed;
         synchronized (partition) {
             for (PersistentSubscription sub : subscriptions.values()) {

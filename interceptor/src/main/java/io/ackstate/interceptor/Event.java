@@ -25,7 +25,8 @@ sealed interface Event {
 
     /** The contract's event types, each with the opening of its lines encoded once. */
     enum Type {
-        SUBSCRIBE, CLOSE_CONSUMER, SEND, PUBLISH, DISPATCH, ACK, REDELIVER, RESET_CURSOR, MARK_DELETE, UNSUBSCRIBE;
+        SUBSCRIBE, CLOSE_CONSUMER, SEND, PUBLISH, DISPATCH, ACK, REDELIVER, RESET_CURSOR, MARK_DELETE, UNSUBSCRIBE,
+        LOAD_TOPIC;
 
         /** {@code {"type":"<name>",} as UTF-8 ({@link EventJson#opening}). */
         final byte[] opening = EventJson.opening(name());
@@ -167,6 +168,18 @@ sealed interface Event {
         @Override
         public void fields(EventJson out) {
             out.fields(subscriptionField).num(Names.LEDGER_ID, ledgerId).num(Names.ENTRY_ID, entryId);
+        }
+    }
+
+    /** LOAD_TOPIC: the broker made a new object of the topic partition (it loaded it). */
+    record Loaded(PartitionLog partition, long time, long seq) implements Event {
+        @Override
+        public Type type() {
+            return Type.LOAD_TOPIC;
+        }
+
+        @Override
+        public void fields(EventJson out) {
         }
     }
 

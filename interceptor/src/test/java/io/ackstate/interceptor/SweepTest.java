@@ -222,4 +222,61 @@ class SweepTest {
         interceptor.sweep();
         assertEquals(List.of("UNSUBSCRIBE s", "MARK_DELETE s 3:3"), written());
     }
+
+    @Test
+    void eachTopicObjectStartsWithLoadTopicAndItsSubscriptionsAreReadAfresh() throws IOException {
+        markDelete(subscription("s", true), 3, 4);
+        interceptor.sweep(); // the first object: LOAD_TOPIC, then the reading
+        // the broker unloads the topic and loads it again: a new object, its cursors recovered
+        PersistentTopic again = mock(PersistentTopic.class);
+        when(again.getName()).thenReturn(TOPIC);
+        ManagedLedger ledger = topic.getManagedLedger();
+        when(again.getManagedLedger()).thenReturn(ledger);
+        Map<String, PersistentSubscription> recovered = new LinkedHashMap<>();
+        when(again.getSubscriptions()).thenReturn(recovered);
+        PersistentSubscription sub = mock(PersistentSubscription.class);
+        ManagedCursor cursor = mock(ManagedCursor.class);
+        when(cursor.isDurable()).thenReturn(true);
+        markDelete(cursor, 3, 4);
+        when(sub.getName()).thenReturn("s");
+        when(sub.getTopicName()).thenReturn(TOPIC);
+        when(sub.getTopic()).thenReturn(again);
+        when(sub.getCursor()).thenReturn(cursor);
+        recovered.put("s", sub);
+        org.apache.pulsar.broker.service.Consumer consumer = mock(org.apache.pulsar.broker.service.Consumer.class);
+        when(consumer.getSubscription()).thenReturn(sub);
+        when(consumer.consumerName()).thenReturn("c");
+        when(consumer.subType()).thenReturn(SubType.Exclusive);
+        interceptor.consumerCreated(mock(ServerCnx.class), consumer, null);
+        markDelete(cursor, 3, 6);
+        doAnswer(call -> {
+            call.<Consumer<Topic>>getArgument(0).accept(again);
+            return null;
+        }).when(brokers).forEachTopic(any());
+        interceptor.sweep(); // the old object's subscription was not deleted: no UNSUBSCRIBE
+        List<String> types = FileInterceptors.writtenAll(interceptor, dir).stream()
+                .map(line -> line.substring(9, line.indexOf('"', 9))).toList();
+        assertEquals(List.of("LOAD_TOPIC", "LOAD_TOPIC", "SUBSCRIBE", "MARK_DELETE"), types);
+    }
+
+    @Test
+    void anUnloadedTopicObjectSeenAgainLoadsNothing() throws IOException {
+        markDelete(subscription("s", true), 3, 4);
+        interceptor.sweep(); // loaded as the first object
+        PersistentTopic again = mock(PersistentTopic.class);
+        when(again.getName()).thenReturn(TOPIC);
+        ManagedLedger ledger = topic.getManagedLedger();
+        when(again.getManagedLedger()).thenReturn(ledger);
+        when(again.getSubscriptions()).thenReturn(new LinkedHashMap<>());
+        List<Topic> seen = new java.util.ArrayList<>(List.of(again, topic)); // the new one, then a stale one
+        doAnswer(call -> {
+            call.<Consumer<Topic>>getArgument(0).accept(seen.remove(0));
+            return null;
+        }).when(brokers).forEachTopic(any());
+        interceptor.sweep(); // the new object: LOAD_TOPIC
+        interceptor.sweep(); // the old object again (a watch that began before the unload): nothing
+        List<String> types = FileInterceptors.writtenAll(interceptor, dir).stream()
+                .map(line -> line.substring(9, line.indexOf('"', 9))).toList();
+        assertEquals(List.of("LOAD_TOPIC", "LOAD_TOPIC"), types);
+    }
 }
