@@ -8,6 +8,7 @@ import static org.mockito.Mockito.when;
 
 import java.io.IOException;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -21,6 +22,7 @@ import org.apache.bookkeeper.mledger.ManagedLedger;
 import org.apache.bookkeeper.mledger.PositionFactory;
 import org.apache.pulsar.broker.service.BrokerService;
 import org.apache.pulsar.broker.service.ServerCnx;
+import org.apache.pulsar.broker.service.Subscription;
 import org.apache.pulsar.broker.service.Topic;
 import org.apache.pulsar.broker.service.persistent.PersistentSubscription;
 import org.apache.pulsar.broker.service.persistent.PersistentTopic;
@@ -52,10 +54,7 @@ class SweepTest {
     void start() throws Exception {
         when(brokers.getTopicReference(TOPIC)).thenReturn(Optional.of(topic));
         when(topic.getSubscription(any())).thenAnswer(call -> subscriptions.get(call.<String>getArgument(0)));
-        doAnswer(call -> {
-            call.<Consumer<Topic>>getArgument(0).accept(topic);
-            return null;
-        }).when(brokers).forEachTopic(any());
+        sweeping(topic);
         when(topic.getName()).thenReturn(TOPIC);
         when(topic.getSubscriptions()).thenReturn(subscriptions);
         ManagedLedger ledger = mock(ManagedLedger.class);
@@ -73,15 +72,39 @@ class SweepTest {
 
     /** A subscription of {@link #topic} whose cursor's mark-delete is read through {@code cursor}. */
     private ManagedCursor subscription(String name, boolean durable) {
+        return subscription(topic, subscriptions, name, durable);
+    }
+
+    private static ManagedCursor subscription(PersistentTopic of, Map<String, PersistentSubscription> into,
+                                              String name, boolean durable) {
         ManagedCursor cursor = mock(ManagedCursor.class);
         when(cursor.isDurable()).thenReturn(durable);
         PersistentSubscription sub = mock(PersistentSubscription.class);
         when(sub.getName()).thenReturn(name);
         when(sub.getTopicName()).thenReturn(TOPIC);
-        when(sub.getTopic()).thenReturn(topic);
+        when(sub.getTopic()).thenReturn(of);
         when(sub.getCursor()).thenReturn(cursor);
-        subscriptions.put(name, sub);
+        into.put(name, sub);
         return cursor;
+    }
+
+    /** The topic objects each sweep finds, one per sweep; the last one stays. */
+    private void sweeping(Topic... each) {
+        List<Topic> left = new ArrayList<>(List.of(each));
+        doAnswer(call -> {
+            call.<Consumer<Topic>>getArgument(0).accept(left.size() > 1 ? left.remove(0) : left.get(0));
+            return null;
+        }).when(brokers).forEachTopic(any());
+    }
+
+    /** A new object of {@link #TOPIC}, as the broker makes when it loads the topic again. */
+    private PersistentTopic reloaded(Map<String, PersistentSubscription> recovered) {
+        PersistentTopic again = mock(PersistentTopic.class);
+        when(again.getName()).thenReturn(TOPIC);
+        ManagedLedger ledger = topic.getManagedLedger();
+        when(again.getManagedLedger()).thenReturn(ledger);
+        when(again.getSubscriptions()).thenReturn(recovered);
+        return again;
     }
 
     private static void markDelete(ManagedCursor cursor, long ledger, long entry) {
@@ -154,18 +177,24 @@ class SweepTest {
     void aSubscribeRecordsTheMarkDeleteItStartsFrom() throws IOException {
         ManagedCursor cursor = subscription("s", true);
         markDelete(cursor, 3, 4);
-        consumerOf("s", SubType.Exclusive);
+        consumerOf(subscriptions.get("s"), SubType.Exclusive);
         markDelete(cursor, 3, 7); // moved before the sweep's first look: still emitted
         interceptor.sweep();
         assertEquals(List.of("SUBSCRIBE s", "MARK_DELETE s 3:7"), written());
     }
 
-    private void consumerOf(String name, SubType type) {
+    private void consumerOf(Subscription sub, SubType type) {
         org.apache.pulsar.broker.service.Consumer consumer = mock(org.apache.pulsar.broker.service.Consumer.class);
-        when(consumer.getSubscription()).thenReturn(subscriptions.get(name));
+        when(consumer.getSubscription()).thenReturn(sub);
         when(consumer.consumerName()).thenReturn("c");
         when(consumer.subType()).thenReturn(type);
         interceptor.consumerCreated(mock(ServerCnx.class), consumer, null);
+    }
+
+    /** The type of every line written, LOAD_TOPIC included. */
+    private List<String> allTypes() throws IOException {
+        return FileInterceptors.writtenAll(interceptor, dir).stream()
+                .map(line -> line.substring(9, line.indexOf('"', 9))).toList();
     }
 
     /** The admin API answered {@code DELETE .../subscription/s} with 204. */
@@ -204,7 +233,7 @@ class SweepTest {
         markDelete(subscription("s", true), 3, 4);
         interceptor.sweep();
         markDelete(subscription("s", true), 3, 9); // deleted and made again between two sweeps
-        consumerOf("s", SubType.Exclusive);
+        consumerOf(subscriptions.get("s"), SubType.Exclusive);
         interceptor.sweep(); // the new one's first reading was its SUBSCRIBE
         markDelete(subscriptions.get("s").getCursor(), 3, 10);
         interceptor.sweep();
@@ -228,55 +257,24 @@ class SweepTest {
         markDelete(subscription("s", true), 3, 4);
         interceptor.sweep(); // the first object: LOAD_TOPIC, then the reading
         // the broker unloads the topic and loads it again: a new object, its cursors recovered
-        PersistentTopic again = mock(PersistentTopic.class);
-        when(again.getName()).thenReturn(TOPIC);
-        ManagedLedger ledger = topic.getManagedLedger();
-        when(again.getManagedLedger()).thenReturn(ledger);
         Map<String, PersistentSubscription> recovered = new LinkedHashMap<>();
-        when(again.getSubscriptions()).thenReturn(recovered);
-        PersistentSubscription sub = mock(PersistentSubscription.class);
-        ManagedCursor cursor = mock(ManagedCursor.class);
-        when(cursor.isDurable()).thenReturn(true);
+        PersistentTopic again = reloaded(recovered);
+        ManagedCursor cursor = subscription(again, recovered, "s", true);
         markDelete(cursor, 3, 4);
-        when(sub.getName()).thenReturn("s");
-        when(sub.getTopicName()).thenReturn(TOPIC);
-        when(sub.getTopic()).thenReturn(again);
-        when(sub.getCursor()).thenReturn(cursor);
-        recovered.put("s", sub);
-        org.apache.pulsar.broker.service.Consumer consumer = mock(org.apache.pulsar.broker.service.Consumer.class);
-        when(consumer.getSubscription()).thenReturn(sub);
-        when(consumer.consumerName()).thenReturn("c");
-        when(consumer.subType()).thenReturn(SubType.Exclusive);
-        interceptor.consumerCreated(mock(ServerCnx.class), consumer, null);
+        consumerOf(recovered.get("s"), SubType.Exclusive);
         markDelete(cursor, 3, 6);
-        doAnswer(call -> {
-            call.<Consumer<Topic>>getArgument(0).accept(again);
-            return null;
-        }).when(brokers).forEachTopic(any());
+        sweeping(again);
         interceptor.sweep(); // the old object's subscription was not deleted: no UNSUBSCRIBE
-        List<String> types = FileInterceptors.writtenAll(interceptor, dir).stream()
-                .map(line -> line.substring(9, line.indexOf('"', 9))).toList();
-        assertEquals(List.of("LOAD_TOPIC", "LOAD_TOPIC", "SUBSCRIBE", "MARK_DELETE"), types);
+        assertEquals(List.of("LOAD_TOPIC", "LOAD_TOPIC", "SUBSCRIBE", "MARK_DELETE"), allTypes());
     }
 
     @Test
     void anUnloadedTopicObjectSeenAgainLoadsNothing() throws IOException {
         markDelete(subscription("s", true), 3, 4);
         interceptor.sweep(); // loaded as the first object
-        PersistentTopic again = mock(PersistentTopic.class);
-        when(again.getName()).thenReturn(TOPIC);
-        ManagedLedger ledger = topic.getManagedLedger();
-        when(again.getManagedLedger()).thenReturn(ledger);
-        when(again.getSubscriptions()).thenReturn(new LinkedHashMap<>());
-        List<Topic> seen = new java.util.ArrayList<>(List.of(again, topic)); // the new one, then a stale one
-        doAnswer(call -> {
-            call.<Consumer<Topic>>getArgument(0).accept(seen.remove(0));
-            return null;
-        }).when(brokers).forEachTopic(any());
+        sweeping(reloaded(new LinkedHashMap<>()), topic);
         interceptor.sweep(); // the new object: LOAD_TOPIC
         interceptor.sweep(); // the old object again (a watch that began before the unload): nothing
-        List<String> types = FileInterceptors.writtenAll(interceptor, dir).stream()
-                .map(line -> line.substring(9, line.indexOf('"', 9))).toList();
-        assertEquals(List.of("LOAD_TOPIC", "LOAD_TOPIC"), types);
+        assertEquals(List.of("LOAD_TOPIC", "LOAD_TOPIC"), allTypes());
     }
 }
