@@ -114,6 +114,12 @@ class SendResult:
     changed: set[str] = field(default_factory=set)  # producers whose row changed
     rejects: list[tuple[int, str, str]] = field(default_factory=list)  # (row, reason, detail)
 
+    def extend(self, later: SendResult) -> None:
+        """Add what a later part of the same batch answered."""
+        self.receipts.extend(later.receipts)
+        self.changed |= later.changed
+        self.rejects.extend(later.rejects)
+
 
 class Producers:
     """Every producer of a topic partition, plus the in-flight sends of each connection."""

@@ -105,6 +105,21 @@ class ApplyResult:
     published: int = 0
     sends: SendResult = field(default_factory=SendResult)  # receipts and changed producers
 
+    def extend(self, later: ApplyResult) -> None:
+        """Add what a later part of the same batch did (``PartitionState._apply_around_loads``)."""
+        self.rejects.extend(later.rejects)
+        self.applied += later.applied
+        self.stale += later.stale
+        self.changed |= later.changed
+        self.unsubscribed |= later.unsubscribed
+        self.published += later.published
+        self.sends.extend(later.sends)
+
+
+def _stale(row: int, seq: int, fence: int) -> Reject:
+    """The replay fence's refusal: ``seq`` is not above the last one applied."""
+    return Reject(row, "stale_seq", f"seq {seq} is not above {fence}")
+
 
 @dataclass(slots=True)
 class TrimResult:
@@ -179,11 +194,7 @@ class PartitionState:
         fence = np.maximum.accumulate(np.concatenate(([self.last_seq], batch.seq[:-1])))
         stale = batch.seq <= fence
         for i in np.flatnonzero(stale).tolist():
-            result.rejects.append(
-                Reject(
-                    int(batch.row[i]), "stale_seq", f"seq {int(batch.seq[i])} is not above {int(fence[i])}"
-                )
-            )
+            result.rejects.append(_stale(int(batch.row[i]), int(batch.seq[i]), int(fence[i])))
         live = ~stale
         result.stale = int(stale.sum())
         # the partition's clock: the largest event time applied so far, as of each event
@@ -253,16 +264,7 @@ class PartitionState:
         start = 0
         for k in [*loads.tolist(), len(batch)]:
             if k > start:
-                part = self._apply(batch.take(np.arange(start, k)), settings)
-                result.rejects.extend(part.rejects)
-                result.applied += part.applied
-                result.stale += part.stale
-                result.changed |= part.changed
-                result.unsubscribed |= part.unsubscribed
-                result.published += part.published
-                result.sends.receipts.extend(part.sends.receipts)
-                result.sends.changed |= part.sends.changed
-                result.sends.rejects.extend(part.sends.rejects)
+                result.extend(self._apply(batch.take(np.arange(start, k)), settings))
             if k < len(batch):
                 self._load_topic(batch, k, settings, result)
             start = k + 1
@@ -280,9 +282,7 @@ class PartitionState:
         (``Cursor.consumed_overcount``) is gone."""
         seq = int(batch.seq[i])
         if seq <= self.last_seq:
-            result.rejects.append(
-                Reject(int(batch.row[i]), "stale_seq", f"seq {seq} is not above {self.last_seq}")
-            )
+            result.rejects.append(_stale(int(batch.row[i]), seq, self.last_seq))
             result.stale += 1
             return
         self.last_seq = seq

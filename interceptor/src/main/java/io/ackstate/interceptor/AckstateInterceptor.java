@@ -379,7 +379,9 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             PartitionLog partition = partitions.get(topic);
             if (partition != null) {
                 synchronized (partition) {
-                    partition.swept.clear(); // read afresh if the topic comes back
+                    // the old object's subscriptions go: kept, they would hold the unloaded
+                    // topic in memory (a new object of it is read afresh, PartitionLog.load)
+                    partition.swept.clear();
                 }
             }
             return;
@@ -720,17 +722,22 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                 }
             }
             PartitionLog partition = log(sub.getTopic());
-            byte[] subscriptionField = EventJson.subscriptionField(sub.getName());
             synchronized (partition) {
                 Position markDelete = sub.getCursor().getMarkDeletedPosition();
                 partition.swept.markDeleteAdvanced(sub, markDelete);
-                long now = System.currentTimeMillis(); // event_time, and seq from the same read
-                offer(new Event.CursorMoved(partition, now, partition.clock.next(now), type, subscriptionField,
-                        markDelete.getLedgerId(), markDelete.getEntryId()));
+                offerMoved(partition, type, sub.getName(), markDelete);
             }
         } catch (Throwable t) {
             failed("cursor " + type, t);
         }
+    }
+
+    /** Under the partition's lock: RESET_CURSOR or MARK_DELETE of {@code subscription} at
+     *  {@code markDelete}, read under the same lock. */
+    private void offerMoved(PartitionLog partition, Event.Type type, String subscription, Position markDelete) {
+        long now = System.currentTimeMillis(); // event_time, and seq from the same read
+        offer(new Event.CursorMoved(partition, now, partition.clock.next(now), type,
+                EventJson.subscriptionField(subscription), markDelete.getLedgerId(), markDelete.getEntryId()));
     }
 
     /**
@@ -810,10 +817,7 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                 }
                 Position markDelete = sub.getCursor().getMarkDeletedPosition();
                 if (partition.swept.markDeleteAdvanced(sub, markDelete)) {
-                    long now = System.currentTimeMillis(); // event_time, and seq from the same read
-                    offer(new Event.CursorMoved(partition, now, partition.clock.next(now), Event.Type.MARK_DELETE,
-                            EventJson.subscriptionField(sub.getName()), markDelete.getLedgerId(),
-                            markDelete.getEntryId()));
+                    offerMoved(partition, Event.Type.MARK_DELETE, sub.getName(), markDelete);
                 }
             }
             departed = partition.swept.departed(subscriptions);
