@@ -28,8 +28,9 @@ EVENT_TYPES = (
     "RESET_CURSOR",
     "MARK_DELETE",
     "UNSUBSCRIBE",
-    # contract addition: the broker loaded the topic partition afresh
+    # contract additions: the broker loaded the topic partition afresh, or deleted it
     "LOAD_TOPIC",
+    "DELETE_TOPIC",
 )
 TYPE_CODE = {name: code for code, name in enumerate(EVENT_TYPES)}
 
@@ -62,9 +63,12 @@ EVENT_DEFAULTS: dict[str, object] = {
     MARK_DELETE,
     UNSUBSCRIBE,
     LOAD_TOPIC,
+    DELETE_TOPIC,
 ) = range(len(EVENT_TYPES))
 # what the broker does to a subscription's cursor by itself: no consumer issues them
 CURSOR_OPERATIONS = (RESET_CURSOR, MARK_DELETE, UNSUBSCRIBE)
+# what the broker does to a whole topic partition: applied between the events around them
+TOPIC_OPERATIONS = (LOAD_TOPIC, DELETE_TOPIC)
 
 ACK_INDIVIDUAL, ACK_CUMULATIVE = 0, 1
 ACK_TYPE_CODE = {"Individual": ACK_INDIVIDUAL, "Cumulative": ACK_CUMULATIVE}

@@ -52,14 +52,15 @@ from engine.events import (
     ACK_INDIVIDUAL,
     CLOSE_CONSUMER,
     CURSOR_OPERATIONS,
+    DELETE_TOPIC,
     DISPATCH,
-    LOAD_TOPIC,
     MARK_DELETE,
     NACK,
     PUBLISH,
     REDELIVER,
     RESET_CURSOR,
     SUBSCRIBE,
+    TOPIC_OPERATIONS,
     UNSUBSCRIBE,
     EventBatch,
     gather_ranges,
@@ -102,16 +103,20 @@ class ApplyResult:
     # subscriptions deleted by an UNSUBSCRIBE of the batch (one created again later in the batch
     # is also in ``changed``, as a new subscription)
     unsubscribed: set[str] = field(default_factory=set)
+    # producers a DELETE_TOPIC of the batch deleted (one that sent again later in the batch is
+    # also in ``sends.changed``, as a new producer)
+    deleted_producers: set[str] = field(default_factory=set)
     published: int = 0
     sends: SendResult = field(default_factory=SendResult)  # receipts and changed producers
 
     def extend(self, later: ApplyResult) -> None:
-        """Add what a later part of the same batch did (``PartitionState._apply_around_loads``)."""
+        """Add what a later part of the same batch did (``PartitionState._apply_around_topic_operations``)."""
         self.rejects.extend(later.rejects)
         self.applied += later.applied
         self.stale += later.stale
         self.changed |= later.changed
         self.unsubscribed |= later.unsubscribed
+        self.deleted_producers |= later.deleted_producers
         self.published += later.published
         self.sends.extend(later.sends)
 
@@ -186,9 +191,9 @@ class PartitionState:
             return result
         if np.any(np.diff(batch.seq) < 0):
             batch = batch.take(np.argsort(batch.seq, kind="stable"))
-        loads = np.flatnonzero(batch.type == LOAD_TOPIC)
-        if loads.size:
-            return self._apply_around_loads(batch, loads, settings)
+        topic_operations = np.flatnonzero(np.isin(batch.type, TOPIC_OPERATIONS))
+        if topic_operations.size:
+            return self._apply_around_topic_operations(batch, topic_operations, settings)
 
         # 1. the replay fence: seq must be above every seq applied before it
         fence = np.maximum.accumulate(np.concatenate(([self.last_seq], batch.seq[:-1])))
@@ -254,32 +259,32 @@ class PartitionState:
         self._place_cursors_before_first_ledger(result)
         return result
 
-    def _apply_around_loads(
-        self, batch: EventBatch, loads: np.ndarray, settings: EngineSettings
+    def _apply_around_topic_operations(
+        self, batch: EventBatch, at: np.ndarray, settings: EngineSettings
     ) -> ApplyResult:
-        """A batch (sorted by seq) with LOAD_TOPIC events: the events between them are applied
-        as batches of their own, each LOAD_TOPIC between them (``_load_topic``), and the
-        results joined. A topic loads rarely, so the batch that holds a load pays the split."""
+        """A batch (sorted by seq) with LOAD_TOPIC or DELETE_TOPIC events: the events between
+        them are applied as batches of their own, each topic operation between them
+        (``_load_topic``, ``_delete_topic``), and the results joined. A topic loads or goes
+        rarely, so the batch that holds one pays the split."""
         result = ApplyResult()
         start = 0
-        for k in [*loads.tolist(), len(batch)]:
+        for k in [*at.tolist(), len(batch)]:
             if k > start:
                 result.extend(self._apply(batch.take(np.arange(start, k)), settings))
             if k < len(batch):
-                self._load_topic(batch, k, settings, result)
+                self._topic_operation(batch, k, settings, result)
             start = k + 1
         if result.unsubscribed:
             result.changed.intersection_update(self.cursors)
+        result.sends.changed.difference_update(result.deleted_producers - set(self.producers.by_name))
         return result
 
-    def _load_topic(self, batch: EventBatch, i: int, settings: EngineSettings, result: ApplyResult) -> None:
-        """LOAD_TOPIC: the broker loaded the topic partition afresh (its start, or the topic
-        moving to it). The new topic object (``BrokerService.loadOrCreatePersistentTopic``) has
-        no consumer: one still connected here was never closed (a broker stopped with
-        ``kill -9``) and goes now (``Subscription.close_all``). Each cursor is recovered from
-        what it persisted (``ManagedCursorImpl.recoveredCursor``), which counts the consumed
-        entries afresh from the precise backlog: what a cursor reset left counted
-        (``Cursor.consumed_overcount``) is gone."""
+    def _topic_operation(
+        self, batch: EventBatch, i: int, settings: EngineSettings, result: ApplyResult
+    ) -> None:
+        """LOAD_TOPIC or DELETE_TOPIC at ``i``, past the replay fence. A non-persistent topic
+        keeps nothing beyond the broker's object of it (``NonPersistentTopic`` holds its
+        subscriptions in memory only), so its load is also the deletion of what came before."""
         seq = int(batch.seq[i])
         if seq <= self.last_seq:
             result.rejects.append(_stale(int(batch.row[i]), seq, self.last_seq))
@@ -288,6 +293,19 @@ class PartitionState:
         self.last_seq = seq
         self.last_event_time = max(self.last_event_time, int(batch.event_time[i]))
         result.applied += 1
+        if batch.type[i] == DELETE_TOPIC or is_non_persistent(self.topic):
+            self._delete_topic(result)
+        else:
+            self._load_topic(seq, settings, result)
+
+    def _load_topic(self, seq: int, settings: EngineSettings, result: ApplyResult) -> None:
+        """LOAD_TOPIC: the broker loaded the topic partition afresh (its start, or the topic
+        moving to it). The new topic object (``BrokerService.loadOrCreatePersistentTopic``) has
+        no consumer: one still connected here was never closed (a broker stopped with
+        ``kill -9``) and goes now (``Subscription.close_all``). Each cursor is recovered from
+        what it persisted (``ManagedCursorImpl.recoveredCursor``), which counts the consumed
+        entries afresh from the precise backlog: what a cursor reset left counted
+        (``Cursor.consumed_overcount``) is gone."""
         sub_settings = settings.for_partition(self.topic, self.partition)
         for name, sub in self.subscriptions.items():
             cursor = self.cursors.get(name)
@@ -298,6 +316,24 @@ class PartitionState:
             if cursor.consumed_overcount:
                 cursor.consumed_overcount = 0
                 result.changed.add(name)
+
+    def _delete_topic(self, result: ApplyResult) -> None:
+        """DELETE_TOPIC: the broker deleted the topic partition (``PersistentTopic.delete``,
+        from the admin API or the inactive-topic GC): every subscription
+        (``PersistentTopic.unsubscribe``), every ledger (``ManagedLedgerImpl.asyncDelete``) and
+        the deduplication state (its cursor is one of the managed ledger's) go. A topic of the
+        same name made later starts afresh: new ledgers, no subscription, and a producer's
+        sequence ids are new to it. The replay fence stays: it is this partition's event
+        order, which goes on across topic objects."""
+        result.unsubscribed.update(self.cursors)
+        result.changed.clear()
+        self.cursors.clear()
+        self.subscriptions.clear()
+        self.ledgers = Ledgers()
+        result.deleted_producers.update(self.producers.by_name)
+        dedup_enabled = self.producers.dedup_enabled
+        self.producers = Producers()
+        self.producers.dedup_enabled = dedup_enabled
 
     def _place_cursors_before_first_ledger(self, result: ApplyResult) -> None:
         """A cursor opened on a topic with no entry yet sits before the ledger that gets the first.

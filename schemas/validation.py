@@ -30,8 +30,9 @@ REQUIRED: Final[dict[str, tuple[str, ...]]] = {
     "RESET_CURSOR": ("subscription", "ledger_id", "entry_id"),
     "MARK_DELETE": ("subscription", "ledger_id", "entry_id"),
     "UNSUBSCRIBE": ("subscription",),
-    # contract addition: the broker loaded the topic partition afresh
+    # contract additions: the broker loaded the topic partition afresh, or deleted it
     "LOAD_TOPIC": (),
+    "DELETE_TOPIC": (),
 }
 # Every element of `message_ids` names an entry.
 MESSAGE_ID_REQUIRED: Final[tuple[str, ...]] = ("ledger_id", "entry_id")

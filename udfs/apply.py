@@ -789,8 +789,12 @@ def apply_partition(
         if not changed and result.published == 0 and not trimmed.removed:
             continue
         emit_cursor(out, current, name, encoded_before, changed, settings)
-    emit_ledger_deletes(out, trimmed)
-    grown = [(lid, last) for lid, last in current.ledgers if last_entry_before.get(lid) != last]
+    after = dict(current.ledgers)
+    # what a trim or a DELETE_TOPIC removed (a ledger made and deleted within the batch was
+    # never written)
+    gone = [(lid, last) for lid, last in last_entry_before.items() if lid not in after]
+    emit_ledger_deletes(out, TrimResult(removed=gone))
+    grown = [(lid, last) for lid, last in after.items() if last_entry_before.get(lid) != last]
     if grown:
         out.add(
             LEDGER,

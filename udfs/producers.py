@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine.events import SendColumns
-from schemas.udf import LATE_RECEIPT, PRODUCER, RECEIPT, UPSERT
+from schemas.udf import DELETE, LATE_RECEIPT, PRODUCER, RECEIPT, UPSERT
 
 if TYPE_CHECKING:
     from engine import ApplyResult, PartitionState
@@ -51,6 +51,9 @@ def emit_producer_rows(out: Any, state: PartitionState, result: ApplyResult, eve
     A receipt carries its SEND's ``event_id``, looked up by row id in ``events`` (the batch the
     engine applied), so that the ingest appends it without joining the input again.
     """
+    gone = sorted(result.deleted_producers - state.producers.by_name.keys())
+    if gone:  # a DELETE_TOPIC deleted them, and they did not send again
+        out.add(PRODUCER, DELETE, len(gone), producer_name=gone)
     rows = state.producers.rows(result.sends.changed)
     if rows:
         out.add(

@@ -163,7 +163,7 @@ class Projection:
 PROJECTIONS: tuple[Projection, ...] = (
     Projection(CURSOR, "cursors", cursor_write, ("state_changed", "op"), _cursor_columns),
     Projection(PARTITION, "topic_partitions", upsert),
-    Projection(PRODUCER, "producers", upsert),
+    Projection(PRODUCER, "producers", changes, ("op",)),
     Projection(RECEIPT, "send_receipts", None, (), receipt_columns),
     Projection(LATE_RECEIPT, "send_receipts", late_answers, (), receipt_columns),
     Projection(RANGE, "ack_ranges", changes, ("op",), _ack_range_columns),

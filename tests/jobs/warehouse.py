@@ -19,6 +19,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from engine import EngineSettings
 from jobs.bench.generate import generate
 from jobs.ingest.batch import BatchWriter
 from jobs.ingest.options import IngestOptions
@@ -66,6 +67,7 @@ def ingest(
     kill_at: str | None = None,
     on_phase: Callable[[int, str], None] | None = None,
     warm_state: bool = True,
+    settings: EngineSettings | None = None,
 ) -> BatchWriter:
     """``ackstate ingest --trigger available-now --max-files-per-trigger 1``, in this session;
     the query's ``BatchWriter``.
@@ -79,6 +81,7 @@ def ingest(
         max_files_per_trigger=1,
         write_threads=write_threads,
         warm_state=warm_state,
+        settings=settings if settings is not None else EngineSettings(),
     )
 
     def phases(batch_id: int, phase: str) -> None:

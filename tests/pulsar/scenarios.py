@@ -528,6 +528,69 @@ def inactive_subscription(run: Run) -> None:
         time.sleep(1)
 
 
+def send_ids(run: Run, topic: str, producer_name: str, ids: range) -> None:
+    """One producer sends ``ids`` as its sequence ids; ``run.receipts`` records each answer."""
+    receipts = run.receipts.setdefault(producer_name, [])
+    producer = run.client.create_producer(topic, producer_name=producer_name)
+    for sequence_id in ids:
+        msg_id = producer.send(f"s{sequence_id}".encode(), sequence_id=sequence_id)
+        receipts.append((sequence_id, f"{msg_id.ledger_id()}:{msg_id.entry_id()}"))
+    producer.close()
+
+
+def wait_until_deleted(run: Run, topic: str, timeout_s: float = 30) -> None:
+    """Until the broker no longer lists ``topic`` in its namespace."""
+    namespace = "/".join(topic.split("://", 1)[1].split("/")[:2])
+    deadline = time.monotonic() + timeout_s
+    while topic in run.broker.admin(f"/admin/v2/persistent/{namespace}"):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic}: the broker never deleted it")
+        time.sleep(0.2)
+
+
+def deleted_topics(run: Run) -> None:
+    """Topics deleted, then made again under their names by a consumer and a producer: by the
+    admin API (with subscriptions and ack holes left), and by the broker's inactive-topic GC
+    (``PersistentTopic.checkGC``, after topic policies of one second and no retention). Either way
+    ``PersistentTopic.delete`` unsubscribes every subscription and deletes the managed ledger,
+    the deduplication cursor with it: the topic made again has new ledgers, only its new
+    subscriptions, and takes the producer's old sequence ids as new. The plugin emits
+    DELETE_TOPIC when the broker lets go of the deleted topic."""
+    topic = run.topic("deleted", ns=DEDUP_NAMESPACE)
+    kept = run.subscribe(topic, "kept", pulsar.ConsumerType.Exclusive, "del-kept")
+    gone = run.subscribe(topic, "gone", pulsar.ConsumerType.Shared, "del-gone", receiver_queue_size=5)
+    send_ids(run, topic, "del-producer", range(0, 12))
+    ack_every(kept, receive(kept, 12), 3)
+    gone.acknowledge(receive(gone, 5)[1])
+    time.sleep(0.5)  # the acks reach the broker
+    for consumer in (kept, gone):
+        consumer.close()
+        run.consumers.remove(consumer)
+    run.broker.admin(admin_path(topic), "DELETE", None)
+    again = run.subscribe(topic, "kept", pulsar.ConsumerType.Failover, "del-again")
+    send_ids(run, topic, "del-producer", range(0, 4))
+    again.acknowledge(receive(again, 4)[1])
+
+    topic = run.topic("inactive-topic", ns=DEDUP_NAMESPACE)
+    consumer = run.subscribe(topic, "s", pulsar.ConsumerType.Exclusive, "gc-c")
+    send_ids(run, topic, "gc-producer", range(0, 6))
+    consumer.acknowledge(receive(consumer, 6)[2])
+    consumer.unsubscribe()  # delete_when_no_subscriptions: no subscription may be left
+    run.consumers.remove(consumer)
+    # the GC spares a topic whose retention keeps its data (the judge's brokers keep all)
+    run.broker.admin(
+        admin_path(topic) + "/retention", "POST", {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0}
+    )
+    policy = {"inactiveTopicDeleteMode": "delete_when_no_subscriptions", "maxInactiveDurationSeconds": 1}
+    run.broker.admin(
+        admin_path(topic) + "/inactiveTopicPolicies", "POST", {**policy, "deleteWhileInactive": True}
+    )
+    wait_until_deleted(run, topic)
+    again = run.subscribe(topic, "s", pulsar.ConsumerType.Shared, "gc-again")
+    send_ids(run, topic, "gc-producer", range(0, 3))
+    again.acknowledge(receive(again, 3)[0])
+
+
 def make_namespace(broker: StandaloneBroker, namespace: str) -> None:
     """``namespace``, unless an earlier run on this broker made it."""
     try:
@@ -705,6 +768,7 @@ SCENARIOS: tuple[Callable[[Run], None], ...] = (
     cursor_operations,
     message_ttl,
     unsubscribes,
+    deleted_topics,
 )
 
 

@@ -128,6 +128,7 @@ def test_enumerations() -> None:
         "MARK_DELETE",
         "UNSUBSCRIBE",
         "LOAD_TOPIC",
+        "DELETE_TOPIC",
     )
     assert set(SUB_TYPES) == {"Exclusive", "Failover", "Shared", "Key_Shared"}
     assert set(ACK_TYPES) == {"Individual", "Cumulative"}

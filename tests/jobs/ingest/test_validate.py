@@ -276,6 +276,7 @@ CASES: dict[str, tuple[str | None, str | None, str | None]] = {
         None,
     ),
     "load_topic": (_line("ok-load", type="LOAD_TOPIC"), None, None),
+    "delete_topic": (_line("ok-delete", type="DELETE_TOPIC"), None, None),
     "publish_batch": (
         _publish("ok-pub", batch_size=8, sequence_id=3, highest_sequence_id=10, key="k"),
         None,

@@ -369,20 +369,21 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
         }
     }
 
-    /** A broker-initiated disconnect passes no hook: a topic unloading or deleted closes them all. */
+    /**
+     * A broker-initiated disconnect passes no hook: a topic unloading or deleted closes them all
+     * (before). A topic the broker let go of (after its unload) is DELETE_TOPIC if its managed
+     * ledger was deleted with it; a deletion of a topic not loaded, after it succeeded.
+     */
     @Override
     public void handleEvent(String topic, TopicEvent event, EventStage stage, Throwable t) {
         if (event != TopicEvent.UNLOAD && event != TopicEvent.DELETE) {
             return;
         }
         if (stage == EventStage.SUCCESS) {
-            PartitionLog partition = partitions.get(topic);
-            if (partition != null) {
-                synchronized (partition) {
-                    // the old object's subscriptions go: kept, they would hold the unloaded
-                    // topic in memory (a new object of it is read afresh, PartitionLog.load)
-                    partition.swept.clear();
-                }
+            try {
+                gone(topic, event);
+            } catch (Throwable e) {
+                failed("topic " + event, e);
             }
             return;
         }
@@ -401,6 +402,34 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             gone.forEach(this::closed);
         } catch (Throwable e) {
             failed("topic " + event, e);
+        }
+    }
+
+    /**
+     * After the broker removed {@code topic} from its topics (UNLOAD, which every deletion ends
+     * with: {@code BrokerService.removeTopicFromCache}), or after a deletion (DELETE). The
+     * unloaded object's subscriptions are forgotten (kept, they would hold it in memory; a new
+     * object is read afresh, {@link PartitionLog#load}). A deletion emits DELETE_TOPIC once,
+     * whichever of the two sees it first: the unload of an object whose state was deleted, or a
+     * deletion that found no object loaded (the admin API deletes such a topic from the
+     * metadata store alone, {@code BrokerService.deleteTopic}).
+     */
+    private void gone(String topic, TopicEvent event) {
+        PartitionLog partition = partitions.get(topic);
+        if (event == TopicEvent.DELETE && partition == null && TopicName.get(topic).isPersistent()) {
+            partition = partitions.computeIfAbsent(topic, PartitionLog::new);
+        }
+        if (partition == null) {
+            return;
+        }
+        synchronized (partition) {
+            boolean deleted = event == TopicEvent.UNLOAD
+                    ? partition.unload()
+                    : partition.unloaded() && partition.deleted();
+            if (deleted) {
+                long now = System.currentTimeMillis(); // event_time, and seq from the same read
+                offer(new Event.Deleted(partition, now, partition.clock.next(now)));
+            }
         }
     }
 

@@ -26,7 +26,7 @@ sealed interface Event {
     /** The contract's event types, each with the opening of its lines encoded once. */
     enum Type {
         SUBSCRIBE, CLOSE_CONSUMER, SEND, PUBLISH, DISPATCH, ACK, REDELIVER, RESET_CURSOR, MARK_DELETE, UNSUBSCRIBE,
-        LOAD_TOPIC;
+        LOAD_TOPIC, DELETE_TOPIC;
 
         /** {@code {"type":"<name>",} as UTF-8 ({@link EventJson#opening}). */
         final byte[] opening = EventJson.opening(name());
@@ -176,6 +176,18 @@ sealed interface Event {
         @Override
         public Type type() {
             return Type.LOAD_TOPIC;
+        }
+
+        @Override
+        public void fields(EventJson out) {
+        }
+    }
+
+    /** DELETE_TOPIC: the broker deleted the topic partition (its subscriptions, ledgers and producers). */
+    record Deleted(PartitionLog partition, long time, long seq) implements Event {
+        @Override
+        public Type type() {
+            return Type.DELETE_TOPIC;
         }
 
         @Override

@@ -7,6 +7,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.WeakHashMap;
 import org.apache.bookkeeper.mledger.Position;
+import org.apache.bookkeeper.mledger.impl.ManagedLedgerImpl;
 import org.apache.pulsar.broker.service.Topic;
 import org.apache.pulsar.broker.service.persistent.PersistentTopic;
 import org.apache.pulsar.common.naming.TopicName;
@@ -41,11 +42,22 @@ final class PartitionLog {
     private final Map<String, ReplaysInFlight> replays = new HashMap<>();
     /** The durable subscriptions the plugin has read, under this object's lock. */
     final SweptSubscriptions swept = new SweptSubscriptions();
+    /** Whether DELETE_TOPIC was emitted since the partition was last loaded. */
+    private boolean deleted;
 
     PartitionLog(Topic topic) {
-        TopicName name = TopicName.get(topic.getName());
+        this(topic.getName(), topic instanceof PersistentTopic);
+    }
+
+    /** The partition of a topic no hook has seen here: a deletion of a topic not loaded. */
+    PartitionLog(String topic) {
+        this(topic, TopicName.get(topic).isPersistent());
+    }
+
+    private PartitionLog(String topic, boolean persistent) {
+        TopicName name = TopicName.get(topic);
         topicFields = EventJson.topicFields(name.getPartitionedTopicName(), name.getPartitionIndex());
-        persistent = topic instanceof PersistentTopic;
+        this.persistent = persistent;
     }
 
     /** Whether {@code topic} is the object this partition was last loaded as; no lock. */
@@ -74,7 +86,57 @@ final class PartitionLog {
             floorEntry = lac.getEntryId();
         }
         swept.clear();
+        deleted = false;
         return true;
+    }
+
+    /**
+     * Under this object's lock: the broker let go of the object the partition was loaded as
+     * (it removed it from its topics: an unload, a close, or a deletion). True, once, if that
+     * object's state was deleted with it ({@link #deletedWith}): the caller emits DELETE_TOPIC.
+     * A hook still holding the object afterwards loads nothing ({@link #load}).
+     */
+    boolean unload() {
+        Topic topic = loaded.get();
+        if (topic == null) {
+            return false;
+        }
+        retired.add(topic);
+        loaded = new WeakReference<>(null);
+        swept.clear();
+        return deletedWith(topic) && deleted();
+    }
+
+    /**
+     * Under this object's lock: true, once since the last load, when the broker deleted the
+     * partition. The caller emits DELETE_TOPIC; the subscriptions' replays in flight go.
+     */
+    boolean deleted() {
+        if (deleted) {
+            return false;
+        }
+        deleted = true;
+        replays.clear();
+        return true;
+    }
+
+    /** Whether no object of the partition is loaded now (none yet, or the last was unloaded). */
+    boolean unloaded() {
+        return loaded.get() == null;
+    }
+
+    /**
+     * Whether the broker deleted what {@code topic} held when it let go of it: the managed
+     * ledger of a persistent topic ({@code ManagedLedgerImpl.asyncDelete} fences it for
+     * deletion first, which nothing else does; a close leaves it closed), or anything of a
+     * non-persistent topic, which holds its subscriptions in memory only.
+     */
+    static boolean deletedWith(Topic topic) {
+        if (!(topic instanceof PersistentTopic p)) {
+            return true;
+        }
+        return p.getManagedLedger() instanceof ManagedLedgerImpl ledger
+                && ledger.getState() == ManagedLedgerImpl.State.FencedForDeletion;
     }
 
     /** The subscription's replays in flight, made when the first of its consumers is announced. */
