@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from jobs.ingest.projections import changes, upsert
 from jobs.platform.delta_writer import DeltaWriter
 from jobs.platform.tables import ensure_tables, read_table
 
@@ -120,3 +121,21 @@ def test_only_the_tables_named_are_created(spark: SparkSession, tmp_path: Path) 
     assert ensure_tables(spark, str(warehouse), ["ledgers"]) == ["ledgers"]
     assert [p.name for p in warehouse.iterdir()] == ["ledgers"]
     assert ensure_tables(spark, str(warehouse), ["ledgers"]) == []
+
+
+def test_changes_without_a_delete_write_what_an_upsert_writes(spark: SparkSession, tmp_path: Path) -> None:
+    """The ``producers`` projection was an upsert and is now changes (a DELETE_TOPIC deletes
+    its rows): on rows that delete nothing, both leave the same table."""
+    batches = [
+        [("t", 0, 1, 0, 9, 10, "upsert"), ("t", 0, 2, 0, 4, 5, "upsert")],
+        [("t", 0, 2, 0, 7, 8, "upsert"), ("t", 0, 3, 0, 0, 1, "upsert"), ("u", 1, 1, 0, 2, 3, "upsert")],
+    ]
+    tables = []
+    for name, clauses in (("upsert", upsert), ("changes", changes)):
+        warehouse = str(tmp_path / name)
+        ensure_tables(spark, warehouse, ["ledgers"])
+        writer = DeltaWriter(warehouse, "app-1")
+        for version, rows in enumerate(batches, start=1):
+            clauses(writer.merge("ledgers", _ledgers(spark, rows, op=True))).execute(spark, version=version)
+        tables.append(sorted(tuple(r) for r in read_table(spark, warehouse, "ledgers").collect()))
+    assert tables[0] == tables[1] and len(tables[0]) == 4
