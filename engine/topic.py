@@ -47,27 +47,30 @@ def is_non_persistent(topic: str) -> bool:
 
 
 def namespace_of(topic: str) -> str:
-    """``tenant/namespace`` of a full topic name."""
+    """``tenant/namespace`` of a full topic name (``property/cluster/namespace`` of a v1 one)."""
     return topic.split("://", 1)[-1].rsplit("/", 1)[0]
 
 
 def complete_name(text: str) -> str:
     """Complete a short name as ``pulsar-admin`` does: ``x`` and ``t/ns/x`` mean
-    ``persistent://public/default/x`` and ``persistent://t/ns/x``."""
+    ``persistent://public/default/x`` and ``persistent://t/ns/x`` (a v1 ``p/c/ns/x`` likewise)."""
     text = text.strip()
     if "://" in text:
         return text
     parts = text.split("/")
     if len(parts) == 1:
         return f"{PERSISTENT}public/default/{text}"
-    if len(parts) == 3:
+    if len(parts) in (3, 4):
         return f"{PERSISTENT}{text}"
     return text
 
 
 def admin_path(name: str) -> str:
-    """The topic's path in the admin REST API, ``/admin/v2/`` and ``TopicName.getRestPath``:
-    ``/admin/v2/persistent/tenant/ns/<local name, URL-encoded>`` (add ``/stats``, ...)."""
+    """The topic's path in the admin REST API, as ``TopicName.getRestPath`` makes it:
+    ``/admin/v2/persistent/tenant/ns/<local name, URL-encoded>`` (add ``/stats``, ...), or for a
+    v1 name (``persistent://property/cluster/ns/local``) ``/admin/persistent/property/cluster/ns/...``."""
     domain, rest = name.split("://", 1)
-    tenant, namespace, local = rest.split("/", 2)
-    return f"/admin/v2/{domain}/{tenant}/{namespace}/{urllib.parse.quote(local, safe='')}"
+    parts = rest.split("/", 3)  # TopicName: four parts are a v1 name, three a v2 one
+    *namespace, local = parts
+    root = "/admin" if len(parts) == 4 else "/admin/v2"
+    return f"{root}/{domain}/{'/'.join(namespace)}/{urllib.parse.quote(local, safe='')}"

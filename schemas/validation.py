@@ -97,8 +97,10 @@ POSITION_FIELDS: Final[tuple[str, ...]] = ("ledger_id", "entry_id")
 # of ledger L (where a cursor sits before anything in L is acked), as internalStats prints it.
 MARK_DELETE_POSITION_TYPES: Final[tuple[str, ...]] = ("RESET_CURSOR", "MARK_DELETE")
 
-# Full topic name without the partition suffix (same pattern as the scenario runner).
-TOPIC_PATTERN: Final = r"^(persistent|non-persistent)://[^/\s]+/[^/\s]+/[^/\s]+$"
+# Full topic name without the partition suffix: the scenario runner's v2 names
+# (``tenant/namespace/name``), and, a contract addition, v1 names
+# (``property/cluster/namespace/name``), which Pulsar still serves (TopicName: four parts).
+TOPIC_PATTERN: Final = r"^(persistent|non-persistent)://[^/\s]+/[^/\s]+(/[^/\s]+)?/[^/\s]+$"
 PARTITION_SUFFIX_PATTERN: Final = r"-partition-[0-9]+$"
 ACK_SET_WORD_BITS: Final = 64
 

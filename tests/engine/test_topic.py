@@ -49,4 +49,11 @@ def test_domain_and_namespace() -> None:
 
 def test_the_admin_path_encodes_the_local_name_as_the_admin_api_reads_it() -> None:
     assert admin_path("persistent://t/ns/x-partition-3") == "/admin/v2/persistent/t/ns/x-partition-3"
-    assert admin_path("non-persistent://t/ns/a b/c") == "/admin/v2/non-persistent/t/ns/a%20b%2Fc"
+    assert admin_path("non-persistent://t/ns/a b%c") == "/admin/v2/non-persistent/t/ns/a%20b%25c"
+
+
+def test_a_name_of_four_parts_is_a_v1_name_with_a_v1_admin_path() -> None:
+    """TopicName: ``property/cluster/namespace/local`` (its local name holds no '/'); the admin
+    API serves it under ``/admin`` (v1), not ``/admin/v2``."""
+    assert admin_path("persistent://p/c/ns/x-partition-1") == "/admin/persistent/p/c/ns/x-partition-1"
+    assert admin_path("persistent://p/c/ns/a/b") == "/admin/persistent/p/c/ns/a%2Fb"

@@ -26,6 +26,7 @@ NAMESPACE = "public/default"
 DEDUP_NAMESPACE = "public/dedup"  # deduplication on, as a namespace policy
 CLEARED_NAMESPACE = "public/cleared"  # a namespace-wide clear-backlog touches only its topics
 EXPIRING_NAMESPACE = "public/expiring"  # subscriptions inactive for a minute are deleted
+V1_NAMESPACE = "public/standalone/v1"  # a v1 namespace (property/cluster/namespace), for v1 admin paths
 RECEIVE_MS = 5000
 ACK_TIMEOUT_MS = 10_000  # the Python (C++) client's minimum
 TTL_S = 3  # message_ttl's
@@ -528,6 +529,36 @@ def inactive_subscription(run: Run) -> None:
         time.sleep(1)
 
 
+def v1_admin_paths(run: Run) -> None:
+    """The admin API's v1 paths (``/admin/persistent/property/cluster/namespace/topic/...``, a
+    v1 namespace's topics) move cursors as the v2 ones do: a reset-cursor to a message id of a
+    subscription whose consumer left, and a skip over ack holes with the consumer connected."""
+    try:
+        run.broker.admin(f"/admin/namespaces/{V1_NAMESPACE}", "PUT", None, quiet=True)
+    except urllib.error.HTTPError as exc:
+        if exc.code != 409:
+            raise
+    topic = run.topic("v1", ns=V1_NAMESPACE)
+    left = run.subscribe(topic, "reset", pulsar.ConsumerType.Failover, "v1-reset-c")
+    skipped = run.subscribe(topic, "skipped", pulsar.ConsumerType.Exclusive, "v1-skip-c")
+    produce(run, topic, 15)
+    got = receive(left, 15)
+    ack_every(left, got, 2)
+    left.close()
+    run.consumers.remove(left)
+    msgs = receive(skipped, 15)
+    for i in (1, 2, 6):
+        skipped.acknowledge(msgs[i])
+    wait_for_backlog(run, topic, "skipped", 12)
+    target = got[5].message_id()
+    run.broker.admin(
+        admin_path(topic) + "/subscription/reset/resetcursor",
+        "POST",
+        {"ledgerId": target.ledger_id(), "entryId": target.entry_id(), "partitionIndex": -1},
+    )
+    run.broker.admin(admin_path(topic) + "/subscription/skipped/skip/4", "POST", None)
+
+
 def send_ids(run: Run, topic: str, producer_name: str, ids: range) -> None:
     """One producer sends ``ids`` as its sequence ids; ``run.receipts`` records each answer."""
     receipts = run.receipts.setdefault(producer_name, [])
@@ -769,6 +800,7 @@ SCENARIOS: tuple[Callable[[Run], None], ...] = (
     message_ttl,
     unsubscribes,
     deleted_topics,
+    v1_admin_paths,
 )
 
 

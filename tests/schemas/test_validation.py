@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from schemas import validation as V
 from schemas.events import EVENT_FIELD_NAMES, EVENT_TYPES, MESSAGE_ID_FIELD_NAMES
 from tests.schemas.shared_tools import load_runner
@@ -39,7 +41,24 @@ def test_enums_are_the_runners() -> None:
     assert set(V.ENUMS["sub_type"]) == runner.SUB_TYPES
     assert set(V.ENUMS["ack_type"]) == runner.ACK_TYPES
     assert set(V.ENUMS["initial_position"]) == runner.INITIAL_POSITIONS
-    assert runner.TOPIC_RE.pattern == V.TOPIC_PATTERN
+
+
+def test_topic_names_are_the_runners_and_pulsars_v1_names() -> None:
+    """Every name the runner accepts, and a v1 name (README, "Contract additions"); nothing else."""
+    runner = load_runner()
+    names = {
+        "persistent://t/ns/x": True,
+        "non-persistent://t/ns/x-y.z": True,
+        "persistent://p/c/ns/x": False,
+        "persistent://t/x": False,
+        "persistent://p/c/ns/x/y": False,
+        "persistent://t/ns/a b": False,
+        "orders": False,
+    }
+    for name, runner_accepts in names.items():
+        assert bool(runner.TOPIC_RE.match(name)) == runner_accepts, name
+        v1 = name == "persistent://p/c/ns/x"
+        assert bool(re.match(V.TOPIC_PATTERN, name)) == (runner_accepts or v1), name
 
 
 def test_every_reason_code_is_documented() -> None:

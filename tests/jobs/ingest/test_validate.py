@@ -128,6 +128,7 @@ CASES: dict[str, tuple[str | None, str | None, str | None]] = {
     "bad_initial_position": (_subscribe("iv-3", initial_position="Middle"), V.INVALID_VALUE, "Middle"),
     "bare_topic": (_publish("iv-4", topic="orders"), V.INVALID_VALUE, "topic 'orders'"),
     "topic_without_namespace": (_publish("iv-5", topic="persistent://t/orders"), V.INVALID_VALUE, "topic"),
+    "topic_of_five_parts": (_publish("iv-5b", topic="persistent://p/c/ns/x/y"), V.INVALID_VALUE, "topic"),
     "partition_suffix": (
         _publish("iv-6", topic=TOPIC + "-partition-3", partition=3),
         V.INVALID_VALUE,
@@ -277,6 +278,7 @@ CASES: dict[str, tuple[str | None, str | None, str | None]] = {
     ),
     "load_topic": (_line("ok-load", type="LOAD_TOPIC"), None, None),
     "delete_topic": (_line("ok-delete", type="DELETE_TOPIC"), None, None),
+    "v1_topic_name": (_publish("ok-v1", topic="persistent://p/c/ns/x"), None, None),
     "publish_batch": (
         _publish("ok-pub", batch_size=8, sequence_id=3, highest_sequence_id=10, key="k"),
         None,

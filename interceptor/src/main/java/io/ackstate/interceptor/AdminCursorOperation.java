@@ -1,5 +1,7 @@
 package io.ackstate.interceptor;
 
+import java.util.Arrays;
+import java.util.List;
 import org.apache.pulsar.common.util.Codec;
 
 /**
@@ -30,70 +32,124 @@ import org.apache.pulsar.common.util.Codec;
  * ({@code NamespacesBase.internalClearNamespaceBacklog}), and those are acted on.
  * A request on a partitioned topic's base name reaches each partition's owner as a request of
  * its own, so only partitions (or non-partitioned topics) are acted on. Path segments are
- * URL-encoded as the admin client sends them ({@code Codec.encode}).
+ * URL-encoded as the admin client sends them ({@code Codec.encode}). The v1 paths
+ * ({@code admin/v1}: {@code /admin/persistent/P/C/N/TOPIC/...}, {@code /admin/namespaces/P/C/N/...},
+ * a namespace named by property, cluster and namespace) are the same operations.
  */
 record AdminCursorOperation(Event.Type type, String topic, String namespace, String bundle, String subscription,
                             boolean expiry) {
-    private static final String TOPICS = "/admin/v2/persistent/";
-    private static final String NON_PERSISTENT_TOPICS = "/admin/v2/non-persistent/";
-    private static final String NAMESPACES = "/admin/v2/namespaces/";
+    /**
+     * A REST root that names topics or namespaces: its prefix, the domain of its topics' names
+     * (null: namespaces), and how many path segments a namespace takes (v2: tenant and
+     * namespace; v1: property, cluster and namespace).
+     */
+    private record Root(String prefix, String domain, int namespaceSegments) {
+        /** The path's segments after the prefix, or null for a path of another root. */
+        String[] segments(String path) {
+            return path.startsWith(prefix) ? path.substring(prefix.length()).split("/") : null;
+        }
+
+        String namespace(String[] s) {
+            return String.join("/", Arrays.copyOfRange(s, 0, namespaceSegments));
+        }
+
+        String topic(String[] s) {
+            return domain + namespace(s) + "/" + Codec.decode(s[namespaceSegments]);
+        }
+    }
+
+    private static final List<Root> PERSISTENT = List.of(
+            new Root("/admin/v2/persistent/", "persistent://", 2),
+            new Root("/admin/persistent/", "persistent://", 3));
+    private static final List<Root> NON_PERSISTENT = List.of(
+            new Root("/admin/v2/non-persistent/", "non-persistent://", 2),
+            new Root("/admin/non-persistent/", "non-persistent://", 3));
+    private static final List<Root> NAMESPACES = List.of(
+            new Root("/admin/v2/namespaces/", null, 2),
+            new Root("/admin/namespaces/", null, 3));
 
     /** The operation a request ({@code method}, {@code path}: the URI without the query) asks for, or null. */
     static AdminCursorOperation parse(String method, String path) {
         if ("DELETE".equals(method)) {
-            AdminCursorOperation persistent = unsubscribe(path, TOPICS, "persistent://");
-            return persistent != null ? persistent : unsubscribe(path, NON_PERSISTENT_TOPICS, "non-persistent://");
+            for (Root root : PERSISTENT) {
+                AdminCursorOperation operation = unsubscribe(path, root);
+                if (operation != null) {
+                    return operation;
+                }
+            }
+            for (Root root : NON_PERSISTENT) {
+                AdminCursorOperation operation = unsubscribe(path, root);
+                if (operation != null) {
+                    return operation;
+                }
+            }
+            return null;
         }
         if (!"POST".equals(method)) {
             return null;
         }
-        if (path.startsWith(TOPICS)) {
-            String[] s = path.substring(TOPICS.length()).split("/");
-            if (s.length < 5) {
-                return null;
+        for (Root root : PERSISTENT) {
+            String[] s = root.segments(path);
+            if (s != null) {
+                return topicOperation(root, s);
             }
-            String topic = "persistent://" + s[0] + "/" + s[1] + "/" + Codec.decode(s[2]);
-            // T, N, TOPIC, "all_subscription", "expireMessages", SECONDS
-            if (s[3].equals("all_subscription")) {
-                return s[4].equals("expireMessages")
-                        ? new AdminCursorOperation(Event.Type.MARK_DELETE, topic, null, null, null, true) : null;
-            }
-            // T, N, TOPIC, "subscription", S, operation, ...
-            if (s.length < 6 || !s[3].equals("subscription")) {
-                return null;
-            }
-            Event.Type type = switch (s[5]) {
-                case "resetcursor" -> Event.Type.RESET_CURSOR;
-                case "skip", "skip_all", "expireMessages" -> Event.Type.MARK_DELETE;
-                default -> null;
-            };
-            if (type == null) {
-                return null;
-            }
-            return new AdminCursorOperation(type, topic, null, null, Codec.decode(s[4]), s[5].equals("expireMessages"));
         }
-        if (path.startsWith(NAMESPACES)) {
-            String[] s = path.substring(NAMESPACES.length()).split("/");
-            // T, N, BUNDLE, "clearBacklog", [S]
-            if (s.length < 4 || s.length > 5 || !s[3].equals("clearBacklog")) {
-                return null;
+        for (Root root : NAMESPACES) {
+            String[] s = root.segments(path);
+            if (s != null) {
+                return bundleOperation(root, s);
             }
-            String subscription = s.length == 5 ? Codec.decode(s[4]) : null;
-            return new AdminCursorOperation(Event.Type.MARK_DELETE, null, s[0] + "/" + s[1], s[2], subscription, false);
         }
         return null;
     }
 
-    /** DELETE {@code <prefix>T/N/TOPIC/subscription/S}: the subscription's deletion, or null. */
-    private static AdminCursorOperation unsubscribe(String path, String prefix, String domain) {
-        if (!path.startsWith(prefix)) {
+    /** POST on a persistent topic: NS..., TOPIC, then "subscription", S, operation, ... or
+     *  "all_subscription", "expireMessages", SECONDS. */
+    private static AdminCursorOperation topicOperation(Root root, String[] s) {
+        int at = root.namespaceSegments() + 1;
+        if (s.length < at + 2) {
             return null;
         }
-        String[] s = path.substring(prefix.length()).split("/");
-        if (s.length != 5 || !s[3].equals("subscription")) {
+        String topic = root.topic(s);
+        if (s[at].equals("all_subscription")) {
+            return s[at + 1].equals("expireMessages")
+                    ? new AdminCursorOperation(Event.Type.MARK_DELETE, topic, null, null, null, true) : null;
+        }
+        if (s.length < at + 3 || !s[at].equals("subscription")) {
             return null;
         }
-        String topic = domain + s[0] + "/" + s[1] + "/" + Codec.decode(s[2]);
-        return new AdminCursorOperation(Event.Type.UNSUBSCRIBE, topic, null, null, Codec.decode(s[4]), false);
+        String operation = s[at + 2];
+        Event.Type type = switch (operation) {
+            case "resetcursor" -> Event.Type.RESET_CURSOR;
+            case "skip", "skip_all", "expireMessages" -> Event.Type.MARK_DELETE;
+            default -> null;
+        };
+        if (type == null) {
+            return null;
+        }
+        return new AdminCursorOperation(type, topic, null, null, Codec.decode(s[at + 1]),
+                operation.equals("expireMessages"));
+    }
+
+    /** POST NS..., BUNDLE, "clearBacklog", [S]: a bundle's clear-backlog. */
+    private static AdminCursorOperation bundleOperation(Root root, String[] s) {
+        int at = root.namespaceSegments() + 1;
+        if (s.length < at + 1 || s.length > at + 2 || !s[at].equals("clearBacklog")) {
+            return null;
+        }
+        String subscription = s.length == at + 2 ? Codec.decode(s[at + 1]) : null;
+        return new AdminCursorOperation(Event.Type.MARK_DELETE, null, root.namespace(s), s[at - 1], subscription,
+                false);
+    }
+
+    /** DELETE NS..., TOPIC, "subscription", S: the subscription's deletion, or null. */
+    private static AdminCursorOperation unsubscribe(String path, Root root) {
+        String[] s = root.segments(path);
+        int at = root.namespaceSegments() + 1;
+        if (s == null || s.length != at + 2 || !s[at].equals("subscription")) {
+            return null;
+        }
+        return new AdminCursorOperation(Event.Type.UNSUBSCRIBE, root.topic(s), null, null, Codec.decode(s[at + 1]),
+                false);
     }
 }

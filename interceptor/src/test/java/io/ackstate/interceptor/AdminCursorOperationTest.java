@@ -61,4 +61,25 @@ class AdminCursorOperationTest {
         assertNull(AdminCursorOperation.parse("GET", "/admin/v2/persistent/t/ns/x/subscription/s"));
         assertNull(AdminCursorOperation.parse("PUT", "/admin/v2/persistent/t/ns/x/subscription/s"));
     }
+
+    @Test
+    void theV1PathsNameANamespaceByPropertyClusterAndNamespace() {
+        assertEquals(new AdminCursorOperation(Event.Type.RESET_CURSOR, "persistent://p/c/ns/orders", null, null, "s", false),
+                AdminCursorOperation.parse("POST", "/admin/persistent/p/c/ns/orders/subscription/s/resetcursor/1700000000000"));
+        assertEquals(new AdminCursorOperation(Event.Type.RESET_CURSOR, "persistent://p/c/ns/o-partition-1", null, null,
+                        "my sub", false),
+                AdminCursorOperation.parse("POST", "/admin/persistent/p/c/ns/o-partition-1/subscription/my%20sub/resetcursor"));
+        assertEquals(new AdminCursorOperation(Event.Type.MARK_DELETE, "persistent://p/c/ns/x", null, null, "s", false),
+                AdminCursorOperation.parse("POST", "/admin/persistent/p/c/ns/x/subscription/s/skip/5"));
+        assertEquals(new AdminCursorOperation(Event.Type.MARK_DELETE, "persistent://p/c/ns/x", null, null, null, true),
+                AdminCursorOperation.parse("POST", "/admin/persistent/p/c/ns/x/all_subscription/expireMessages/10"));
+        assertEquals(new AdminCursorOperation(Event.Type.MARK_DELETE, null, "p/c/ns", "0x00000000_0x40000000", "s", false),
+                AdminCursorOperation.parse("POST", "/admin/namespaces/p/c/ns/0x00000000_0x40000000/clearBacklog/s"));
+        assertEquals(new AdminCursorOperation(Event.Type.UNSUBSCRIBE, "non-persistent://p/c/ns/x", null, null, "s", false),
+                AdminCursorOperation.parse("DELETE", "/admin/non-persistent/p/c/ns/x/subscription/s"));
+        // a v1 namespace's clear-backlog goes on to each bundle's owner, and v2 paths are not v1's
+        assertNull(AdminCursorOperation.parse("POST", "/admin/namespaces/p/c/ns/clearBacklog"));
+        assertNull(AdminCursorOperation.parse("POST", "/admin/persistent/t/ns/x/subscription/s/skip_all"));
+        assertNull(AdminCursorOperation.parse("DELETE", "/admin/persistent/p/c/ns/x"));
+    }
 }
