@@ -210,7 +210,7 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             synchronized (partition) {
                 if (partition.load(topic)) {
                     long now = System.currentTimeMillis(); // event_time, and seq from the same read
-                    offer(new Event.Loaded(partition, now, partition.clock.next(now)));
+                    offer(new Event.WholeTopic(partition, now, partition.clock.next(now), Event.Type.LOAD_TOPIC));
                 }
             }
         }
@@ -428,7 +428,7 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                     : partition.unloaded() && partition.deleted();
             if (deleted) {
                 long now = System.currentTimeMillis(); // event_time, and seq from the same read
-                offer(new Event.Deleted(partition, now, partition.clock.next(now)));
+                offer(new Event.WholeTopic(partition, now, partition.clock.next(now), Event.Type.DELETE_TOPIC));
             }
         }
     }

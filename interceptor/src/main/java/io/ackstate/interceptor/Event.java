@@ -171,25 +171,12 @@ sealed interface Event {
         }
     }
 
-    /** LOAD_TOPIC: the broker made a new object of the topic partition (it loaded it). */
-    record Loaded(PartitionLog partition, long time, long seq) implements Event {
-        @Override
-        public Type type() {
-            return Type.LOAD_TOPIC;
-        }
-
-        @Override
-        public void fields(EventJson out) {
-        }
-    }
-
-    /** DELETE_TOPIC: the broker deleted the topic partition (its subscriptions, ledgers and producers). */
-    record Deleted(PartitionLog partition, long time, long seq) implements Event {
-        @Override
-        public Type type() {
-            return Type.DELETE_TOPIC;
-        }
-
+    /**
+     * LOAD_TOPIC or DELETE_TOPIC: the broker made a new object of the topic partition (it
+     * loaded it), or deleted the partition (its subscriptions, ledgers and producers). No field
+     * beyond the common ones.
+     */
+    record WholeTopic(PartitionLog partition, long time, long seq, Type type) implements Event {
         @Override
         public void fields(EventJson out) {
         }
