@@ -61,7 +61,8 @@ record AdminCursorOperation(Event.Type type, String topic, String namespace, Str
     private static final List<Root> PERSISTENT = List.of(
             new Root("/admin/v2/persistent/", "persistent://", 2),
             new Root("/admin/persistent/", "persistent://", 3));
-    private static final List<Root> NON_PERSISTENT = List.of(
+    /** Both domains: a subscription of either is deleted; only a persistent one's cursor moves. */
+    private static final List<Root> TOPICS = List.of(PERSISTENT.get(0), PERSISTENT.get(1),
             new Root("/admin/v2/non-persistent/", "non-persistent://", 2),
             new Root("/admin/non-persistent/", "non-persistent://", 3));
     private static final List<Root> NAMESPACES = List.of(
@@ -71,13 +72,7 @@ record AdminCursorOperation(Event.Type type, String topic, String namespace, Str
     /** The operation a request ({@code method}, {@code path}: the URI without the query) asks for, or null. */
     static AdminCursorOperation parse(String method, String path) {
         if ("DELETE".equals(method)) {
-            for (Root root : PERSISTENT) {
-                AdminCursorOperation operation = unsubscribe(path, root);
-                if (operation != null) {
-                    return operation;
-                }
-            }
-            for (Root root : NON_PERSISTENT) {
+            for (Root root : TOPICS) {
                 AdminCursorOperation operation = unsubscribe(path, root);
                 if (operation != null) {
                     return operation;
