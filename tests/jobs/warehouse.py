@@ -171,6 +171,13 @@ def write_events(source: Path, files: list[list[dict[str, Any]]], prefix: str = 
         os.utime(path, (stamp, stamp))
 
 
+def event_source(tmp_path_factory: Any, name: str, files: list[list[dict[str, Any]]]) -> Path:
+    """A fresh directory holding ``files`` as ``write_events`` writes them: a module's source."""
+    path = tmp_path_factory.mktemp(name) / "events"
+    write_events(path, files)
+    return path
+
+
 def append_rows(spark: SparkSession, warehouse: Path, name: str, rows: list[dict[str, Any]]) -> None:
     """Rows of the table's exact schema, appended as a writer of that table would."""
     spark.createDataFrame(rows, TABLES[name]).write.format("delta").mode("append").save(

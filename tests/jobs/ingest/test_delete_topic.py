@@ -19,31 +19,18 @@ from pyspark.sql import functions as F
 
 from engine import EngineSettings
 from jobs.platform.tables import read_table
-from tests.jobs.warehouse import LINEAGE, assert_same_tables, ingest, snapshot, write_events
+from tests.jobs.warehouse import LINEAGE, EventLog, assert_same_tables, event_source, ingest, snapshot
 
 MADE, GONE, OTHER = (f"persistent://t/ns/{name}" for name in ("made", "gone", "other"))
 STATE_TABLES = ("cursors", "ack_ranges", "consumers", "pending_acks", "redeliveries", "ledgers", "producers")
 SETTINGS = EngineSettings(broker_deduplication_enabled=True)
 
 
-class _Events:
-    def __init__(self) -> None:
-        self.seq = 0
-
-    def __call__(self, topic: str, type_: str, **fields: Any) -> dict[str, Any]:
-        self.seq += 1
-        return {
-            "event_id": f"e{self.seq}",
-            "seq": self.seq,
-            "event_time": 1_000 + self.seq,
-            "type": type_,
-            "topic": topic,
-            **fields,
-        }
-
-
 def _files() -> list[list[dict[str, Any]]]:
-    e = _Events()
+    log = EventLog(start_ms=1_000)
+
+    def e(topic: str, type_: str, **fields: Any) -> dict[str, Any]:
+        return log.event(type_, topic, -1, **fields)
 
     def sent(topic: str, ledger: int, entry: int, sequence_id: int) -> list[dict[str, Any]]:
         return [
@@ -90,9 +77,7 @@ def _files() -> list[list[dict[str, Any]]]:
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("delete-topic") / "events"
-    write_events(path, _files())
-    return path
+    return event_source(tmp_path_factory, "delete-topic", _files())
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from jobs.platform.tables import read_table
-from tests.jobs.warehouse import LINEAGE, assert_same_tables, ingest, snapshot, write_events
+from tests.jobs.warehouse import LINEAGE, assert_same_tables, event_source, ingest, snapshot
 
 TOPIC = "persistent://t/ns/loaded"
 
@@ -63,9 +63,7 @@ def _files() -> list[list[dict[str, Any]]]:
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("load-topic") / "events"
-    write_events(path, _files())
-    return path
+    return event_source(tmp_path_factory, "load-topic", _files())
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from jobs.platform.tables import read_table
-from tests.jobs.warehouse import LINEAGE, assert_same_tables, ingest, snapshot, write_events
+from tests.jobs.warehouse import LINEAGE, assert_same_tables, event_source, ingest, snapshot
 
 TOPIC = "persistent://t/ns/unsub"
 KEYED = ("cursors", "ack_ranges", "batch_acks", "consumers", "pending_acks", "redeliveries")
@@ -94,9 +94,7 @@ def _files() -> list[list[dict[str, Any]]]:
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("unsubscribe") / "events"
-    write_events(path, _files())
-    return path
+    return event_source(tmp_path_factory, "unsubscribe", _files())
 
 
 @pytest.fixture(scope="module")
