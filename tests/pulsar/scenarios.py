@@ -19,7 +19,7 @@ from typing import Any
 
 import pulsar
 
-from engine.topic import admin_path
+from engine.topic import admin_path, namespace_of
 from jobs.platform.broker import StandaloneBroker
 
 NAMESPACE = "public/default"
@@ -522,22 +522,19 @@ def inactive_subscription(run: Run) -> None:
     kept.acknowledge(receive(kept, 6)[4])
     idle.close()
     run.consumers.remove(idle)
-    deadline = time.monotonic() + 200
-    while "idle" in run.broker.admin(admin_path(topic) + "/stats")["subscriptions"]:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{topic}: the broker never deleted the idle subscription")
-        time.sleep(1)
+    wait_until(
+        lambda: "idle" not in run.broker.admin(admin_path(topic) + "/stats")["subscriptions"],
+        f"{topic}: the broker never deleted the idle subscription",
+        timeout_s=200,
+        step_s=1,
+    )
 
 
 def v1_admin_paths(run: Run) -> None:
     """The admin API's v1 paths (``/admin/persistent/property/cluster/namespace/topic/...``, a
     v1 namespace's topics) move cursors as the v2 ones do: a reset-cursor to a message id of a
     subscription whose consumer left, and a skip over ack holes with the consumer connected."""
-    try:
-        run.broker.admin(f"/admin/namespaces/{V1_NAMESPACE}", "PUT", None, quiet=True)
-    except urllib.error.HTTPError as exc:
-        if exc.code != 409:
-            raise
+    create_once(run.broker, f"/admin/namespaces/{V1_NAMESPACE}", None)
     topic = run.topic("v1", ns=V1_NAMESPACE)
     left = run.subscribe(topic, "reset", pulsar.ConsumerType.Failover, "v1-reset-c")
     skipped = run.subscribe(topic, "skipped", pulsar.ConsumerType.Exclusive, "v1-skip-c")
@@ -569,14 +566,11 @@ def send_ids(run: Run, topic: str, producer_name: str, ids: range) -> None:
     producer.close()
 
 
-def wait_until_deleted(run: Run, topic: str, timeout_s: float = 30) -> None:
+def wait_until_deleted(run: Run, topic: str) -> None:
     """Until the broker no longer lists ``topic`` in its namespace."""
-    namespace = "/".join(topic.split("://", 1)[1].split("/")[:2])
-    deadline = time.monotonic() + timeout_s
-    while topic in run.broker.admin(f"/admin/v2/persistent/{namespace}"):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{topic}: the broker never deleted it")
-        time.sleep(0.2)
+    listed = f"/admin/v2/persistent/{namespace_of(topic)}"
+    gone = f"{topic}: the broker never deleted it"
+    wait_until(lambda: topic not in run.broker.admin(listed), gone, step_s=0.2)
 
 
 def deleted_topics(run: Run) -> None:
@@ -624,8 +618,13 @@ def deleted_topics(run: Run) -> None:
 
 def make_namespace(broker: StandaloneBroker, namespace: str) -> None:
     """``namespace``, unless an earlier run on this broker made it."""
+    create_once(broker, f"/admin/v2/namespaces/{namespace}", {})
+
+
+def create_once(broker: StandaloneBroker, path: str, body: Any) -> None:
+    """PUT ``path``; an answer that it exists already (409: an earlier run made it) is fine."""
     try:
-        broker.admin(f"/admin/v2/namespaces/{namespace}", "PUT", {}, quiet=True)
+        broker.admin(path, "PUT", body, quiet=True)
     except urllib.error.HTTPError as exc:
         if exc.code != 409:
             raise
@@ -638,11 +637,22 @@ def subscription_stats(run: Run, topic: str, sub: str) -> dict[str, Any]:
 
 def wait_for_backlog(run: Run, topic: str, sub: str, backlog: int, timeout_s: float = 30) -> None:
     """Until the broker's ``msgBacklog`` of ``sub`` is ``backlog`` (an ack it has applied)."""
+    wait_until(
+        lambda: subscription_stats(run, topic, sub)["msgBacklog"] == backlog,
+        f"{topic} {sub}: msgBacklog never reached {backlog}",
+        timeout_s=timeout_s,
+    )
+
+
+def wait_until(
+    done: Callable[[], bool], failure: str, *, timeout_s: float = 30, step_s: float = 0.05
+) -> None:
+    """Ask ``done`` every ``step_s`` until it is true; ``TimeoutError(failure)`` after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
-    while subscription_stats(run, topic, sub)["msgBacklog"] != backlog:
+    while not done():
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{topic} {sub}: msgBacklog never reached {backlog}")
-        time.sleep(0.05)
+            raise TimeoutError(failure)
+        time.sleep(step_s)
 
 
 def close_and_reconnect(run: Run) -> None:
@@ -663,13 +673,8 @@ def dedup_resend(run: Run) -> None:
     """A producer resends sequence ids with deduplication on: the broker answers -1:-1."""
     topic = run.topic("dedup", ns=DEDUP_NAMESPACE)
     run.subscribe(topic, "sub", pulsar.ConsumerType.Exclusive, "dd-1")
-    receipts = run.receipts.setdefault("dd-producer", [])
     for ids in (range(0, 5), range(3, 8)):
-        producer = run.client.create_producer(topic, producer_name="dd-producer")
-        for sequence_id in ids:
-            msg_id = producer.send(f"s{sequence_id}".encode(), sequence_id=sequence_id)
-            receipts.append((sequence_id, f"{msg_id.ledger_id()}:{msg_id.entry_id()}"))
-        producer.close()
+        send_ids(run, topic, "dd-producer", ids)
 
 
 def dedup_batches(run: Run) -> None:
