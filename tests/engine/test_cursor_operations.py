@@ -15,25 +15,25 @@ from engine import EngineSettings, EventBatch, PartitionState, Position
 TOPIC = "persistent://t/ns/x"
 
 
-class _Events:
+class Events:
     """Contract records with increasing seq and time, for one subscription ``s``."""
 
     def __init__(self) -> None:
         self.records: list[dict[str, Any]] = []
 
-    def add(self, type_: str, **fields: Any) -> _Events:
+    def add(self, type_: str, **fields: Any) -> Events:
         n = len(self.records)
         self.records.append(
             {"seq": n, "event_time": 1_000 + n, "type": type_, "topic": TOPIC, "partition": -1, **fields}
         )
         return self
 
-    def publish(self, ledger: int, entries: int) -> _Events:
+    def publish(self, ledger: int, entries: int) -> Events:
         for e in range(entries):
             self.add("PUBLISH", ledger_id=ledger, entry_id=e)
         return self
 
-    def subscribe(self, sub_type: str, consumer_id: int = 1) -> _Events:
+    def subscribe(self, sub_type: str, consumer_id: int = 1) -> Events:
         return self.add(
             "SUBSCRIBE",
             subscription="s",
@@ -43,25 +43,34 @@ class _Events:
             initial_position="Earliest",
         )
 
-    def dispatch(self, ledger: int, entry: int, consumer_id: int = 1) -> _Events:
+    def dispatch(self, ledger: int, entry: int, consumer_id: int = 1) -> Events:
         return self.add(
             "DISPATCH", subscription="s", consumer_id=consumer_id, ledger_id=ledger, entry_id=entry
         )
 
-    def ack(self, *positions: tuple[int, int], consumer_id: int = 1) -> _Events:
+    def ack(self, *positions: tuple[int, int], consumer_id: int = 1) -> Events:
         ids = [{"ledger_id": ledger, "entry_id": entry} for ledger, entry in positions]
         return self.add(
             "ACK", subscription="s", consumer_id=consumer_id, ack_type="Individual", message_ids=ids
         )
 
-    def cursor(self, type_: str, ledger: int, entry: int) -> _Events:
+    def cursor(self, type_: str, ledger: int, entry: int) -> Events:
         return self.add(type_, subscription="s", ledger_id=ledger, entry_id=entry)
 
 
-def _apply(events: _Events) -> tuple[PartitionState, Any]:
+def apply_events(events: Events) -> tuple[PartitionState, Any]:
     state = PartitionState(TOPIC, -1)
     result = state.apply(EventBatch.from_records(events.records), EngineSettings())
     return state, result
+
+
+def apply_cut_at(events: Events, type_: str) -> PartitionState:
+    """The state of ``events`` applied as two batches, the second from the first ``type_`` event."""
+    cut = next(i for i, r in enumerate(events.records) if r["type"] == type_)
+    state = PartitionState(TOPIC, -1)
+    for part in (events.records[:cut], events.records[cut:]):
+        state.apply(EventBatch.from_records(part), EngineSettings())
+    return state
 
 
 def test_reset_cursor_sets_mark_delete_and_forgets_every_ack_above_it():
@@ -69,9 +78,9 @@ def test_reset_cursor_sets_mark_delete_and_forgets_every_ack_above_it():
     ``individualDeletedMessages.clear()``: the holes a seek leaves are gone, the backlog counts
     every entry above the new mark-delete again (the broker's figures for a seek to entry 3
     after acks of 0, 1, 2, 5, 7 and 9, tests/pulsar/scenarios.py ``cursor_operations``)."""
-    events = _Events().publish(3, 20).subscribe("Exclusive")
+    events = Events().publish(3, 20).subscribe("Exclusive")
     events.ack((3, 0), (3, 1), (3, 2), (3, 5), (3, 7), (3, 9)).cursor("RESET_CURSOR", 3, 2)
-    state, result = _apply(events)
+    state, result = apply_events(events)
     cursor = state.cursors["s"]
     assert not result.rejects
     assert cursor.mark_delete == Position(3, 2)
@@ -84,7 +93,7 @@ def test_reset_cursor_moves_backwards_and_unacks_what_was_acked():
     """internalResetCursor goes backwards too: a seek to the first entry makes mark-delete
     ``L:-1`` (``ledger.getPreviousPosition`` of entry 0) and every entry unacked."""
     events = (
-        _Events()
+        Events()
         .publish(3, 5)
         .subscribe("Exclusive")
         .add(
@@ -96,14 +105,14 @@ def test_reset_cursor_moves_backwards_and_unacks_what_was_acked():
         )
     )
     events.cursor("RESET_CURSOR", 3, -1)
-    state, _ = _apply(events)
+    state, _ = apply_events(events)
     assert state.cursors["s"].mark_delete == Position(3, -1)
     assert state.cursors["s"].backlog(state.ledgers) == 5
 
 
 def test_reset_cursor_forgets_batch_index_acks():
     """internalResetCursor: ``batchDeletedIndexes.clear()``."""
-    events = _Events().publish(3, 4).subscribe("Shared").dispatch(3, 1)
+    events = Events().publish(3, 4).subscribe("Shared").dispatch(3, 1)
     events.add(
         "ACK",
         subscription="s",
@@ -121,8 +130,8 @@ def test_reset_cursor_forgets_batch_index_acks():
 
 
 def test_reset_cursor_beyond_the_last_entry_is_refused():
-    events = _Events().publish(3, 2).subscribe("Exclusive").cursor("RESET_CURSOR", 3, 5)
-    state, result = _apply(events)
+    events = Events().publish(3, 2).subscribe("Exclusive").cursor("RESET_CURSOR", 3, 5)
+    state, result = apply_events(events)
     assert [r.reason for r in result.rejects] == ["ack_beyond_last_published"]
     assert state.cursors["s"].mark_delete == Position(3, -1)
 
@@ -131,9 +140,9 @@ def test_reset_cursor_keeps_consumers_and_their_pending_acks():
     """The broker disconnects the consumers before the reset (``disconnectActiveConsumers``),
     and the plugin emits each one's CLOSE_CONSUMER: the reset itself closes none, and a
     consumer's pending acks stay until its close hands them back."""
-    events = _Events().publish(3, 4).subscribe("Shared").dispatch(3, 0).dispatch(3, 1)
+    events = Events().publish(3, 4).subscribe("Shared").dispatch(3, 0).dispatch(3, 1)
     events.cursor("RESET_CURSOR", 3, -1)
-    state, _ = _apply(events)
+    state, _ = apply_events(events)
     sub = state.subscriptions["s"]
     assert list(sub.consumers) == [1]
     assert sub.consumers[1].unacked_messages == 2
@@ -142,11 +151,11 @@ def test_reset_cursor_keeps_consumers_and_their_pending_acks():
 def test_mark_delete_clears_the_backlog_and_keeps_pending_acks():
     """asyncClearBacklog = asyncMarkDelete(last entry): the ack holes go, the backlog is 0, and
     a Shared consumer still holds what it was sent (``Consumer.pendingAcks`` is not touched)."""
-    events = _Events().publish(3, 10).subscribe("Shared")
+    events = Events().publish(3, 10).subscribe("Shared")
     for e in range(5):
         events.dispatch(3, e)
     events.ack((3, 1)).cursor("MARK_DELETE", 3, 9)
-    state, result = _apply(events)
+    state, result = apply_events(events)
     cursor = state.cursors["s"]
     assert not result.rejects
     assert cursor.mark_delete == Position(3, 9)
@@ -158,17 +167,17 @@ def test_mark_delete_clears_the_backlog_and_keeps_pending_acks():
 def test_mark_delete_absorbs_the_acked_run_after_it():
     """asyncSkipEntries -> asyncMarkDelete -> setAcknowledgedPosition: a skip that stops just
     before an acked run lands mark-delete at that run's end."""
-    events = _Events().publish(3, 10).subscribe("Exclusive").ack((3, 3), (3, 4)).cursor("MARK_DELETE", 3, 2)
-    state, _ = _apply(events)
+    events = Events().publish(3, 10).subscribe("Exclusive").ack((3, 3), (3, 4)).cursor("MARK_DELETE", 3, 2)
+    state, _ = apply_events(events)
     assert state.cursors["s"].mark_delete == Position(3, 4)
     assert state.cursors["s"].individually_deleted_messages == "[]"
 
 
 def test_mark_delete_below_mark_delete_is_refused_and_changes_nothing():
     """setAcknowledgedPosition refuses going back (clearBacklog then reports it as done)."""
-    events = _Events().publish(3, 10).subscribe("Exclusive").ack((3, 0), (3, 1), (3, 5))
+    events = Events().publish(3, 10).subscribe("Exclusive").ack((3, 0), (3, 1), (3, 5))
     events.cursor("MARK_DELETE", 3, 0)
-    state, result = _apply(events)
+    state, result = apply_events(events)
     assert [r.reason for r in result.rejects] == ["mark_delete_before_mark_delete"]
     assert state.cursors["s"].mark_delete == Position(3, 1)
     assert state.cursors["s"].individually_deleted_messages == "[(3:4..3:5]]"
@@ -177,23 +186,23 @@ def test_mark_delete_below_mark_delete_is_refused_and_changes_nothing():
 def test_mark_delete_forgets_the_replays_it_passes():
     """The dispatcher drops a replay the cursor counts as deleted (asyncReplayEntries): after a
     skip past a closed consumer's entries, nothing at or below mark-delete is redelivered."""
-    events = _Events().publish(3, 6).subscribe("Shared").subscribe("Shared", consumer_id=2)
+    events = Events().publish(3, 6).subscribe("Shared").subscribe("Shared", consumer_id=2)
     events.dispatch(3, 0).dispatch(3, 4).add("CLOSE_CONSUMER", subscription="s", consumer_id=1)
     events.cursor("MARK_DELETE", 3, 2)
-    state, _ = _apply(events)
+    state, _ = apply_events(events)
     assert list(state.subscriptions["s"].redeliveries) == [Position(3, 4)]
 
 
 def test_cursor_operations_on_an_unknown_subscription_are_refused():
-    events = _Events().publish(3, 2).cursor("MARK_DELETE", 3, 1).cursor("RESET_CURSOR", 3, 0)
-    state, result = _apply(events)
+    events = Events().publish(3, 2).cursor("MARK_DELETE", 3, 1).cursor("RESET_CURSOR", 3, 0)
+    state, result = apply_events(events)
     assert [r.reason for r in result.rejects] == ["unknown_subscription"] * 2
     assert "s" not in state.cursors
 
 
 def test_cursor_operations_change_nothing_on_a_non_persistent_topic():
     """A non-persistent subscription has no cursor to move (NonPersistentSubscription)."""
-    records = _Events().subscribe("Shared").cursor("RESET_CURSOR", 0, 0).records
+    records = Events().subscribe("Shared").cursor("RESET_CURSOR", 0, 0).records
     for record in records:
         record["topic"] = "non-persistent://t/ns/x"
     state = PartitionState("non-persistent://t/ns/x", -1)
@@ -208,16 +217,16 @@ def test_reset_cursor_leaves_the_brokers_backlog_short_by_the_acks_it_forgot():
     the broker's msgBacklog after a reset is the precise one minus the acks held before it (on
     Pulsar 4.0.7, tests/pulsar/scenarios.py ``cursor_operations``: 14 of 17 after a seek to the
     mark-delete over three holes, 9 of 10 after a seek forwards past one)."""
-    events = _Events().publish(3, 20).subscribe("Exclusive")
+    events = Events().publish(3, 20).subscribe("Exclusive")
     events.ack((3, 0), (3, 1), (3, 2), (3, 5), (3, 7), (3, 9)).cursor("RESET_CURSOR", 3, 2)
-    state, _ = _apply(events)
+    state, _ = apply_events(events)
     cursor = state.cursors["s"]
     assert cursor.backlog(state.ledgers) == 17
     assert cursor.consumed_overcount == 3
     assert cursor.msg_backlog(state.ledgers) == 14
 
-    forwards = _Events().publish(3, 20).subscribe("Shared").ack((3, 0), (3, 3)).cursor("RESET_CURSOR", 3, 9)
-    state, _ = _apply(forwards)
+    forwards = Events().publish(3, 20).subscribe("Shared").ack((3, 0), (3, 3)).cursor("RESET_CURSOR", 3, 9)
+    state, _ = apply_events(forwards)
     assert state.cursors["s"].backlog(state.ledgers) == 10
     assert state.cursors["s"].msg_backlog(state.ledgers) == 9
 
@@ -225,13 +234,13 @@ def test_reset_cursor_leaves_the_brokers_backlog_short_by_the_acks_it_forgot():
 def test_the_overcount_stays_through_acks_and_gives_way_to_the_precise_backlog_below_zero():
     """Acks and mark-deletes move the counter and the precise backlog alike; once the counter's
     backlog would be negative the broker reports the precise one."""
-    events = _Events().publish(3, 6).subscribe("Exclusive").ack((3, 1), (3, 3)).cursor("RESET_CURSOR", 3, -1)
+    events = Events().publish(3, 6).subscribe("Exclusive").ack((3, 1), (3, 3)).cursor("RESET_CURSOR", 3, -1)
     events.ack((3, 4))
-    state, _ = _apply(events)
+    state, _ = apply_events(events)
     cursor = state.cursors["s"]
     assert (cursor.backlog(state.ledgers), cursor.msg_backlog(state.ledgers)) == (5, 3)
     events.cursor("MARK_DELETE", 3, 4)
-    state, _ = _apply(events)
+    state, _ = apply_events(events)
     cursor = state.cursors["s"]
     assert (cursor.backlog(state.ledgers), cursor.msg_backlog(state.ledgers)) == (1, 1)
 
@@ -253,21 +262,21 @@ def test_a_mark_delete_before_the_first_entry_of_a_ledger_with_no_entry_is_accep
     """The broker names the place of a cursor on a partition no message reached ``L:-1``
     (the ledger it opened); clear-backlog mark-deletes there (asyncClearBacklog on an empty
     ledger). Nothing lies between the last known entry and it."""
-    events = _Events().subscribe("Exclusive").cursor("MARK_DELETE", 25, -1)
-    state, result = _apply(events)
+    events = Events().subscribe("Exclusive").cursor("MARK_DELETE", 25, -1)
+    state, result = apply_events(events)
     assert not result.rejects
     assert state.cursors["s"].mark_delete == Position(25, -1)
     events.publish(25, 2)
-    state, _ = _apply(events)
+    state, _ = apply_events(events)
     assert state.cursors["s"].backlog(state.ledgers) == 2
 
 
 def test_unsubscribe_deletes_the_subscription_with_its_consumers():
     """PersistentSubscription.delete: the cursor, the consumers, their pending acks and the
     replays go; the batch reports the name (``ApplyResult.unsubscribed``)."""
-    events = _Events().publish(3, 6).subscribe("Shared").dispatch(3, 0).ack((3, 2))
+    events = Events().publish(3, 6).subscribe("Shared").dispatch(3, 0).ack((3, 2))
     events.add("UNSUBSCRIBE", subscription="s")
-    state, result = _apply(events)
+    state, result = apply_events(events)
     assert "s" not in state.cursors and "s" not in state.subscriptions
     assert result.unsubscribed == {"s"} and "s" not in result.changed
     assert not result.rejects
@@ -275,11 +284,11 @@ def test_unsubscribe_deletes_the_subscription_with_its_consumers():
 
 def test_a_subscribe_after_an_unsubscribe_makes_a_new_subscription():
     """The broker creates the cursor afresh (``Latest`` by default, not where the deleted one was)."""
-    events = _Events().publish(3, 6).subscribe("Exclusive").ack((3, 0), (3, 2))
+    events = Events().publish(3, 6).subscribe("Exclusive").ack((3, 0), (3, 2))
     events.add("UNSUBSCRIBE", subscription="s").add(
         "SUBSCRIBE", subscription="s", consumer_id=7, consumer_name="c7", sub_type="Shared"
     )
-    state, result = _apply(events)
+    state, result = apply_events(events)
     cursor = state.cursors["s"]
     assert cursor.sub_type == "Shared" and cursor.mark_delete == Position(3, 5)
     assert list(state.subscriptions["s"].consumers) == [7]
@@ -287,7 +296,7 @@ def test_a_subscribe_after_an_unsubscribe_makes_a_new_subscription():
 
 
 def test_unsubscribe_of_an_unknown_subscription_is_refused():
-    _, result = _apply(_Events().publish(3, 1).add("UNSUBSCRIBE", subscription="s"))
+    _, result = apply_events(Events().publish(3, 1).add("UNSUBSCRIBE", subscription="s"))
     assert [r.reason for r in result.rejects] == ["unknown_subscription"]
     assert not result.unsubscribed
 
@@ -295,7 +304,7 @@ def test_unsubscribe_of_an_unknown_subscription_is_refused():
 def _mark_delete_beside_the_acks_that_moved_it(sub_type: str, mark_delete_first: bool) -> PartitionState:
     """Acks that move mark-delete to 3:2, with the MARK_DELETE of 3:2 the plugin's sweep read
     before or after the last of them (an ack takes effect before its hook runs)."""
-    events = _Events().publish(3, 10).subscribe(sub_type)
+    events = Events().publish(3, 10).subscribe(sub_type)
     for e in range(6):
         events.dispatch(3, e)
     events.ack((3, 1), (3, 2))
@@ -309,7 +318,7 @@ def _mark_delete_beside_the_acks_that_moved_it(sub_type: str, mark_delete_first:
     if not mark_delete_first:
         events.cursor("MARK_DELETE", 3, 2)
     events.ack((3, 4))
-    state, result = _apply(events)
+    state, result = apply_events(events)
     assert not result.rejects
     return state
 

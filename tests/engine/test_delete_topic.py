@@ -13,21 +13,21 @@ from typing import Any
 
 from engine import EngineSettings, EventBatch, PartitionState, Position
 from engine.dedup import DUP, NOT_DUP
-from tests.engine.test_cursor_operations import TOPIC, _apply, _Events
+from tests.engine.test_cursor_operations import Events, apply_cut_at, apply_events
 from tests.engine.test_dedup import Partition
 
 DELETE: dict[str, Any] = {"type": "DELETE_TOPIC"}
 
 
-def _delete(events: _Events) -> _Events:
+def _delete(events: Events) -> Events:
     return events.add("DELETE_TOPIC")
 
 
 def test_a_deleted_topic_has_no_subscription_ledger_or_producer():
     """``PersistentTopic.delete``: ``subscriptions.forEach(unsubscribe)``, then
     ``ledger.asyncDelete``: nothing of the topic is left but its name."""
-    events = _Events().publish(3, 6).subscribe("Shared").dispatch(3, 0).ack((3, 2))
-    state, result = _apply(_delete(events))
+    events = Events().publish(3, 6).subscribe("Shared").dispatch(3, 0).ack((3, 2))
+    state, result = apply_events(_delete(events))
     assert not result.rejects
     assert state.cursors == {} and state.subscriptions == {}
     assert list(state.ledgers) == []
@@ -39,9 +39,9 @@ def test_a_topic_made_again_starts_afresh():
     earliest position counts none of the deleted topic's entries in its backlog, and an old
     subscription name is a new subscription (``ManagedLedgerImpl.asyncOpenCursor`` on the new
     ledger)."""
-    events = _Events().publish(3, 6).subscribe("Exclusive").ack((3, 0), (3, 3))
+    events = Events().publish(3, 6).subscribe("Exclusive").ack((3, 0), (3, 3))
     _delete(events).publish(7, 4).subscribe("Failover", consumer_id=2).ack((7, 1), consumer_id=2)
-    state, result = _apply(events)
+    state, result = apply_events(events)
     assert not result.rejects
     assert list(state.ledgers) == [(7, 3)]
     cursor = state.cursors["s"]
@@ -67,14 +67,11 @@ def test_a_producer_sends_its_sequence_ids_again_to_the_new_topic():
 
 
 def test_a_delete_between_events_of_one_batch_equals_batches_split_there():
-    events = _Events().publish(3, 10).subscribe("Shared").dispatch(3, 0).dispatch(3, 1).ack((3, 1))
+    events = Events().publish(3, 10).subscribe("Shared").dispatch(3, 0).dispatch(3, 1).ack((3, 1))
     _delete(events).publish(5, 3).subscribe("Shared", consumer_id=2).dispatch(5, 0, consumer_id=2)
-    whole, result = _apply(events)
+    whole, result = apply_events(events)
     assert not result.rejects
-    cut = events.records.index(next(r for r in events.records if r["type"] == "DELETE_TOPIC"))
-    split = PartitionState(TOPIC, -1)
-    for part in (events.records[:cut], events.records[cut:]):
-        split.apply(EventBatch.from_records(part), EngineSettings())
+    split = apply_cut_at(events, "DELETE_TOPIC")
     assert whole.cursors["s"].encode() == split.cursors["s"].encode()
     assert whole.subscriptions["s"].encode() == split.subscriptions["s"].encode()
     assert whole.ledgers.encode() == split.ledgers.encode()
@@ -84,8 +81,8 @@ def test_a_delete_between_events_of_one_batch_equals_batches_split_there():
 def test_the_replay_fence_survives_the_delete():
     """The partition's events keep one order across topic objects: a replay of an event from
     before the delete is still stale after it."""
-    events = _Events().publish(3, 2).subscribe("Exclusive")
-    state, _ = _apply(_delete(events))
+    events = Events().publish(3, 2).subscribe("Exclusive")
+    state, _ = apply_events(_delete(events))
     replay = [events.records[1]]
     result = state.apply(EventBatch.from_records(replay), EngineSettings())
     assert [r.reason for r in result.rejects] == ["stale_seq"]
@@ -95,7 +92,7 @@ def test_the_replay_fence_survives_the_delete():
 def test_a_non_persistent_topic_loaded_again_has_no_subscription():
     """``NonPersistentTopic`` holds its subscriptions in memory only: the object a load makes
     (after a broker killed with ``kill -9``, which emitted no DELETE_TOPIC) has none."""
-    events = _Events()
+    events = Events()
     for record in events.subscribe("Shared").records:
         record["topic"] = "non-persistent://public/default/np"
     events.records.append({**events.records[0], "seq": 5, "type": "LOAD_TOPIC"})

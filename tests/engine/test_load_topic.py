@@ -9,11 +9,11 @@ rule it pins.
 
 from __future__ import annotations
 
-from engine import EngineSettings, EventBatch, PartitionState, Position
-from tests.engine.test_cursor_operations import TOPIC, _apply, _Events
+from engine import EngineSettings, EventBatch, Position
+from tests.engine.test_cursor_operations import Events, apply_cut_at, apply_events
 
 
-def _load(events: _Events) -> _Events:
+def _load(events: Events) -> Events:
     return events.add("LOAD_TOPIC")
 
 
@@ -22,11 +22,11 @@ def test_a_load_counts_the_backlog_afresh_after_a_reset():
     position, ledger.getLastPosition()))``, after the individual acks were recovered: the
     reported backlog is the precise one again, where a reset had left it short by the acks it
     forgot (``internalResetCursor``)."""
-    events = _Events().publish(3, 20).subscribe("Exclusive")
+    events = Events().publish(3, 20).subscribe("Exclusive")
     events.ack((3, 0), (3, 1), (3, 2), (3, 5), (3, 7), (3, 9)).cursor("RESET_CURSOR", 3, 2)
-    state, _ = _apply(events)
+    state, _ = apply_events(events)
     assert state.cursors["s"].msg_backlog(state.ledgers) == 14
-    state, result = _apply(_load(events))
+    state, result = apply_events(_load(events))
     cursor = state.cursors["s"]
     assert not result.rejects
     assert cursor.consumed_overcount == 0
@@ -38,9 +38,9 @@ def test_consumers_a_killed_broker_never_closed_are_gone_and_a_new_one_is_admitt
     """The new topic's subscription has no consumer (``PersistentSubscription`` is made anew, its
     dispatcher with no consumer): the Exclusive consumer the killed broker held does not
     refuse the client's reconnect (``Consumer``'s ``ConsumerBusyException`` would)."""
-    events = _Events().publish(3, 6).subscribe("Exclusive").dispatch(3, 0).dispatch(3, 1)
+    events = Events().publish(3, 6).subscribe("Exclusive").dispatch(3, 0).dispatch(3, 1)
     _load(events).subscribe("Exclusive", consumer_id=2).dispatch(3, 0, consumer_id=2)
-    state, result = _apply(events)
+    state, result = apply_events(events)
     assert not result.rejects
     assert list(state.subscriptions["s"].consumers) == [2]
 
@@ -49,12 +49,12 @@ def test_a_shared_subscription_keeps_no_pending_ack_and_no_replay():
     """The consumers' pending acks (``Consumer.pendingAcks``) and the dispatcher's replay set
     (``redeliveryMessages``) belong to the old topic object: after a load nothing is unacked
     and nothing is waiting for a replay."""
-    events = _Events().publish(3, 6).subscribe("Shared").subscribe("Shared", consumer_id=2)
+    events = Events().publish(3, 6).subscribe("Shared").subscribe("Shared", consumer_id=2)
     events.dispatch(3, 0).dispatch(3, 1).dispatch(3, 2, consumer_id=2)
     events.add("CLOSE_CONSUMER", subscription="s", consumer_id=1)  # 3:0, 3:1 to the replay set
-    state, _ = _apply(events)
+    state, _ = apply_events(events)
     assert list(state.subscriptions["s"].redeliveries) == [Position(3, 0), Position(3, 1)]
-    state, result = _apply(_load(events))
+    state, result = apply_events(_load(events))
     sub = state.subscriptions["s"]
     assert not result.rejects
     assert sub.consumers == {} and sub.unacked_messages() == 0
@@ -65,8 +65,8 @@ def test_a_shared_subscription_keeps_no_pending_ack_and_no_replay():
 def test_the_active_consumer_goes_once():
     """A Failover subscription's active consumer leaves with the rest, in one change to none:
     the new topic never picked among the consumers it never had."""
-    events = _Events().publish(3, 2).subscribe("Failover").subscribe("Failover", consumer_id=2)
-    state, _ = _apply(_load(events))
+    events = Events().publish(3, 2).subscribe("Failover").subscribe("Failover", consumer_id=2)
+    state, _ = apply_events(_load(events))
     sub = state.subscriptions["s"]
     assert sub.active is None
     assert [(c.previous, c.new) for c in sub.changes.active][-1:] == [((1, "c1"), None)]
@@ -76,23 +76,20 @@ def test_the_active_consumer_goes_once():
 def test_a_load_between_events_of_one_batch_equals_batches_split_there():
     """A load applies at its seq: what comes before and after it in one batch ends as when the
     batch is cut at the load."""
-    events = _Events().publish(3, 10).subscribe("Shared").dispatch(3, 0).dispatch(3, 1).ack((3, 1))
+    events = Events().publish(3, 10).subscribe("Shared").dispatch(3, 0).dispatch(3, 1).ack((3, 1))
     events.cursor("RESET_CURSOR", 3, -1)
     _load(events).subscribe("Shared", consumer_id=2).dispatch(3, 0, consumer_id=2).ack((3, 0), consumer_id=2)
-    whole, result = _apply(events)
+    whole, result = apply_events(events)
     assert not result.rejects
-    cut = events.records.index(next(r for r in events.records if r["type"] == "LOAD_TOPIC"))
-    split = PartitionState(TOPIC, -1)
-    for part in (events.records[:cut], events.records[cut:]):
-        split.apply(EventBatch.from_records(part), EngineSettings())
+    split = apply_cut_at(events, "LOAD_TOPIC")
     assert whole.cursors["s"].encode() == split.cursors["s"].encode()
     assert whole.subscriptions["s"].encode() == split.subscriptions["s"].encode()
     assert whole.last_seq == split.last_seq
 
 
 def test_a_load_at_or_below_the_fence_is_stale():
-    events = _Events().publish(3, 2).subscribe("Exclusive")
-    state, _ = _apply(events)
+    events = Events().publish(3, 2).subscribe("Exclusive")
+    state, _ = apply_events(events)
     stale = [{**events.records[-1], "type": "LOAD_TOPIC"}]
     result = state.apply(EventBatch.from_records(stale), EngineSettings())
     assert [r.reason for r in result.rejects] == ["stale_seq"]
