@@ -209,12 +209,17 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
         if (!partition.isLoadedAs(topic)) {
             synchronized (partition) {
                 if (partition.load(topic)) {
-                    long now = System.currentTimeMillis(); // event_time, and seq from the same read
-                    offer(new Event.WholeTopic(partition, now, partition.clock.next(now), Event.Type.LOAD_TOPIC));
+                    offerWholeTopic(partition, Event.Type.LOAD_TOPIC);
                 }
             }
         }
         return partition;
+    }
+
+    /** Under the partition's lock: LOAD_TOPIC or DELETE_TOPIC of the whole partition. */
+    private void offerWholeTopic(PartitionLog partition, Event.Type type) {
+        long now = System.currentTimeMillis(); // event_time, and seq from the same read
+        offer(new Event.WholeTopic(partition, now, partition.clock.next(now), type));
     }
 
     /** Under the partition's lock, so that its events enter the queue in seq order. */
@@ -427,8 +432,7 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                     ? partition.unload()
                     : partition.unloaded() && partition.deleted();
             if (deleted) {
-                long now = System.currentTimeMillis(); // event_time, and seq from the same read
-                offer(new Event.WholeTopic(partition, now, partition.clock.next(now), Event.Type.DELETE_TOPIC));
+                offerWholeTopic(partition, Event.Type.DELETE_TOPIC);
             }
         }
     }

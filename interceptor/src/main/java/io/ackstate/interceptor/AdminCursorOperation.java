@@ -58,10 +58,11 @@ record AdminCursorOperation(Event.Type type, String topic, String namespace, Str
         }
     }
 
+    /** Persistent topics' roots: their cursors move. */
     private static final List<Root> PERSISTENT = List.of(
             new Root("/admin/v2/persistent/", "persistent://", 2),
             new Root("/admin/persistent/", "persistent://", 3));
-    /** Both domains: a subscription of either is deleted; only a persistent one's cursor moves. */
+    /** Both domains' roots: a subscription of either is deleted. */
     private static final List<Root> TOPICS = List.of(PERSISTENT.get(0), PERSISTENT.get(1),
             new Root("/admin/v2/non-persistent/", "non-persistent://", 2),
             new Root("/admin/non-persistent/", "non-persistent://", 3));
