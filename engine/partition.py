@@ -103,8 +103,8 @@ class ApplyResult:
     # subscriptions deleted by an UNSUBSCRIBE of the batch (one created again later in the batch
     # is also in ``changed``, as a new subscription)
     unsubscribed: set[str] = field(default_factory=set)
-    # producers a DELETE_TOPIC of the batch deleted (one that sent again later in the batch is
-    # also in ``sends.changed``, as a new producer)
+    # producers a DELETE_TOPIC of the batch deleted: the ones no longer in the state lose their
+    # row (``sends.changed`` may still name them; ``Producers.rows`` gives none for them)
     deleted_producers: set[str] = field(default_factory=set)
     published: int = 0
     sends: SendResult = field(default_factory=SendResult)  # receipts and changed producers
@@ -276,7 +276,6 @@ class PartitionState:
             start = k + 1
         if result.unsubscribed:
             result.changed.intersection_update(self.cursors)
-        result.sends.changed.difference_update(result.deleted_producers - set(self.producers.by_name))
         return result
 
     def _topic_operation(
