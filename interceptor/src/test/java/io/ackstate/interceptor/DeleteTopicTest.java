@@ -11,7 +11,6 @@ import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Properties;
 import java.util.function.Consumer;
 import org.apache.bookkeeper.mledger.ManagedCursor;
 import org.apache.bookkeeper.mledger.PositionFactory;
@@ -52,9 +51,7 @@ class DeleteTopicTest {
     void start() throws Exception {
         when(ledger.getLastConfirmedEntry()).thenReturn(PositionFactory.create(3, 9));
         when(ledger.getState()).thenReturn(ManagedLedgerImpl.State.LedgerOpened);
-        Properties settings = new Properties();
-        settings.setProperty(AckstateInterceptor.SWEEP_MILLIS, "0");
-        interceptor = FileInterceptors.started(dir, brokers, settings);
+        interceptor = FileInterceptors.sweptByHand(dir, brokers);
     }
 
     @AfterEach

@@ -37,6 +37,14 @@ final class FileInterceptors {
         return interceptor;
     }
 
+    /** As {@link #started(Path, BrokerService, Properties)} with no sweep thread: a test runs
+     *  {@code sweep()} by hand ({@code ackstateMarkDeleteSweepMillis=0}). */
+    static AckstateInterceptor sweptByHand(Path dir, BrokerService brokers) throws Exception {
+        Properties settings = new Properties();
+        settings.setProperty(AckstateInterceptor.SWEEP_MILLIS, "0");
+        return started(dir, brokers, settings);
+    }
+
     /** Every line it wrote but the LOAD_TOPIC each topic object starts with, in file order
      *  ({@link #writtenAll}); the tests of the other events look at those alone. */
     static List<String> written(AckstateInterceptor interceptor, Path dir) throws IOException {

@@ -13,7 +13,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.Properties;
 import java.util.function.Consumer;
 import javax.servlet.http.HttpServletRequest;
 import javax.servlet.http.HttpServletResponse;
@@ -60,9 +59,7 @@ class SweepTest {
         ManagedLedger ledger = mock(ManagedLedger.class);
         when(ledger.getLastConfirmedEntry()).thenReturn(PositionFactory.create(3, 9));
         when(topic.getManagedLedger()).thenReturn(ledger);
-        Properties settings = new Properties();
-        settings.setProperty(AckstateInterceptor.SWEEP_MILLIS, "0");
-        interceptor = FileInterceptors.started(dir, brokers, settings);
+        interceptor = FileInterceptors.sweptByHand(dir, brokers);
     }
 
     @AfterEach
