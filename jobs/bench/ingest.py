@@ -322,7 +322,13 @@ def ackstate_options(config: AckstateConfig | None, source: str, warehouse: Path
     """The ingest a bench measures: one file per micro-batch, and what ``--conf`` says of the
     engine (``EngineSettings``) and of the batch's table writes (``[ingest] write_threads``),
     as ``ackstate ingest --conf`` would run it; the packaged defaults without one."""
-    from jobs.ingest.options import IngestOptions, engine_settings, warm_state, write_threads
+    from jobs.ingest.options import (
+        IngestOptions,
+        engine_settings,
+        interpreted_rows,
+        warm_state,
+        write_threads,
+    )
     from jobs.platform.config import load_config
 
     config = config or load_config()
@@ -333,6 +339,7 @@ def ackstate_options(config: AckstateConfig | None, source: str, warehouse: Path
         settings=engine_settings(config),
         write_threads=write_threads(config),
         warm_state=warm_state(config),
+        interpreted_rows=interpreted_rows(config),
     )
 
 

@@ -37,6 +37,7 @@ import queue
 import time
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,7 @@ from jobs.ingest.recovery import NOTHING_WRITTEN, STATE_TABLES, Recovery, read_t
 from jobs.ingest.warm import PartitionKey, WarmState
 from jobs.platform import progress
 from jobs.platform.delta_writer import DeltaWriter
+from jobs.platform.session import session_settings
 from jobs.platform.tables import latest_version, read_table
 from schemas.tables import REJECTED_EVENT_COLUMNS
 from schemas.udf import APPLY_EVENT_COLUMNS, APPLY_OUTPUT, CURSOR, PARTITION, UNSUBSCRIBED
@@ -63,6 +65,14 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("ackstate.ingest")
+
+INTERPRETED = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+"""The session settings of a batch whose expressions run interpreted (``[ingest]
+interpreted_rows``). Spark generates the source of a projection's code in every task and only
+then finds the compiled class in its cache; over Delta's nested log actions, which each MERGE
+reads, that was a quarter of a small batch's driver CPU (README, "Benchmarks"). Interpreted
+expressions skip it and cost more per row. The setting is internal to Spark (its tests run
+every expression both ways) and has kept its name and values since Spark 2.4."""
 
 
 @dataclass(frozen=True)
@@ -171,13 +181,26 @@ class BatchWriter:
             self._phases.done("read")
             if input_rows == 0:
                 return
-            self._apply(spark, raw, batch_id, tag, pinned, input_rows, started)
+            with self._execution(spark, batch_id, input_rows):
+                self._apply(spark, raw, batch_id, tag, pinned, input_rows, started)
         finally:
             raw.unpersist()
         self._written += 1
         every, compaction = self.options.compact_every, self.options.compaction
         if every and compaction is not None and self._written % every == 0:
             self._compact(spark, compaction, batch_id)
+
+    def _execution(self, spark: SparkSession, batch_id: int, input_rows: int) -> AbstractContextManager[None]:
+        """How the batch's Spark work runs: interpreted (``INTERPRETED``, in the query's session
+        and the write sessions) up to ``interpreted_rows`` input records, else as Spark's
+        default. Compaction after the batch runs with the default."""
+        if not self.options.interpreted(input_rows):
+            return nullcontext()
+        log.debug("batch %d: %d input records, expressions interpreted", batch_id, input_rows)
+        sessions = [spark]
+        if self.options.write_threads > 1:
+            sessions += self._write_sessions(spark, self.options.write_threads)
+        return session_settings(sessions, INTERPRETED)
 
     def _compact(self, spark: SparkSession, compaction: CompactOptions, batch_id: int) -> None:
         """Compact between micro-batches: the query is then the warehouse's one writer. After

@@ -11,6 +11,7 @@ from engine import EngineSettings
 from jobs.compact.compaction import CompactOptions
 from jobs.platform import locations
 from jobs.platform.checkpoints import CHECKPOINTS_DIR
+from jobs.platform.errors import IngestError
 
 if TYPE_CHECKING:
     from jobs.platform.config import AckstateConfig
@@ -32,6 +33,9 @@ class IngestOptions:
     """``[ingest] warm_state``: a batch takes the state of its topic partitions from the last
     batch's when no other writer changed the state tables since (``jobs.ingest.warm``);
     false: every batch reads it from Delta."""
+    interpreted_rows: int = 50_000
+    """``[ingest] interpreted_rows``: a micro-batch of at most this many input records runs
+    Spark's expressions interpreted instead of as generated code (``BatchWriter``); 0 = never."""
     kafka: Mapping[str, Any] = field(default_factory=dict)
     """``[kafka]`` (``format`` kafka): ``bootstrap_servers``, ``starting_offsets``,
     ``max_offsets_per_trigger``, and ``options`` passed to the consumer as ``kafka.<key>``."""
@@ -43,6 +47,10 @@ class IngestOptions:
     inside the query, so that one application commits to each table (S3); 0 = never."""
     compaction: CompactOptions | None = None
     """What that compaction does (``[compact]``); ledger trims are left to ``ackstate compact``."""
+
+    def interpreted(self, input_rows: int) -> bool:
+        """Whether a micro-batch of ``input_rows`` input records runs interpreted."""
+        return 0 < input_rows <= self.interpreted_rows
 
     @property
     def checkpoint_path(self) -> str:
@@ -77,6 +85,15 @@ def engine_settings(config: AckstateConfig, implicit_consumers: bool | None = No
 def write_threads(config: AckstateConfig) -> int:
     """``[ingest] write_threads``: how many table writes of a batch run at once."""
     return int(config.ingest.get("write_threads", IngestOptions.write_threads))
+
+
+def interpreted_rows(config: AckstateConfig) -> int:
+    """``[ingest] interpreted_rows``: the largest micro-batch (input records) whose Spark
+    expressions run interpreted; 0 = none."""
+    rows = int(config.ingest.get("interpreted_rows", IngestOptions.interpreted_rows))
+    if rows < 0:
+        raise IngestError(f"[ingest] interpreted_rows = {rows}: use 0 (never) or a number of input records")
+    return rows
 
 
 def warm_state(config: AckstateConfig) -> bool:

@@ -25,7 +25,8 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -248,6 +249,29 @@ def class_loadable(name: str) -> bool:
     except Exception:
         return False
     return True
+
+
+@contextmanager
+def session_settings(sessions: Sequence[SparkSession], settings: Mapping[str, str]) -> Iterator[None]:
+    """Run a block with runtime ``settings`` on each of ``sessions``, then give each session back
+    what it had: the value it set, or none (unset) where it set none.
+
+    For work that needs other settings for a while in sessions that live on (the streaming
+    query's session and its write sessions, from one micro-batch to the next).
+    """
+    saved = [(session, session.conf.getAll) for session in sessions]
+    try:
+        for session in sessions:
+            for key, value in settings.items():
+                session.conf.set(key, value)
+        yield
+    finally:
+        for session, before in saved:
+            for key in settings:
+                if key in before:
+                    session.conf.set(key, before[key])
+                else:
+                    session.conf.unset(key)
 
 
 def _scratch_catalog_dir() -> Path:

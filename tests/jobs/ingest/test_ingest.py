@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -224,6 +225,22 @@ def test_delta_table_source_gives_the_same_state(spark, well_formed, clean_run, 
         ("cursors", "topic_partitions", "ack_ranges", "batch_acks", "ledgers", "consumers", "pending_acks"),
     )
     assert any("rows in" in m and "rejected" in m for m in caplog.messages), caplog.messages
+
+
+def test_generated_code_writes_what_interpreted_code_writes(spark, workload, clean_run, tmp_path, caplog):
+    """The clean run's batches (400 records) run interpreted (``[ingest] interpreted_rows``);
+    the same files with generated code (``interpreted_rows = 0``) give every table the same rows."""
+    import logging
+
+    base, expected = clean_run
+    assert _options(base / "source", base / "warehouse").interpreted(len(workload) // FILES)
+    options = replace(
+        _options(base / "source", tmp_path / "warehouse", tmp_path / "checkpoint"), interpreted_rows=0
+    )
+    with caplog.at_level(logging.DEBUG, logger="ackstate.ingest"):
+        _run(spark, options)
+    assert not any("interpreted" in m for m in caplog.messages), caplog.messages
+    assert_same_tables(snapshot(spark, tmp_path / "warehouse"), expected)
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ from jobs.platform.config import load_config
 from jobs.platform.errors import DeltaJarsMissingError
 from jobs.platform.jars import find_delta_jars, jars_root
 from jobs.platform.maven import MANIFEST
-from jobs.platform.session import get_spark, spark_defaults
+from jobs.platform.session import get_spark, session_settings, spark_defaults
 
 pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
 
@@ -175,6 +175,23 @@ def test_generated_code_stays_compiled_across_batches(spark: SparkSession) -> No
     assert spark.sparkContext.getConf().get("spark.sql.codegen.cache.maxEntries") == "1000"
     assert plan_all() >= 150
     assert plan_all() == 0
+
+
+def test_session_settings_last_for_the_block_and_give_back_what_each_session_had(spark: SparkSession) -> None:
+    """The ingest runs a small batch interpreted in the query's session and its write sessions,
+    which live on into the next batch: each must get back its own value, or none."""
+    key = "spark.sql.codegen.factoryMode"
+    other = spark.newSession()
+    other.conf.set(key, "FALLBACK")
+    assert key not in spark.conf.getAll
+    with session_settings([spark, other], {key: "NO_CODEGEN"}):
+        assert spark.conf.get(key) == other.conf.get(key) == "NO_CODEGEN"
+        assert spark.range(3).selectExpr("id * 2 AS x").collect()[2].x == 4
+    assert key not in spark.conf.getAll
+    assert other.conf.getAll[key] == "FALLBACK"
+    with pytest.raises(ZeroDivisionError), session_settings([spark], {key: "NO_CODEGEN"}):
+        raise ZeroDivisionError
+    assert key not in spark.conf.getAll
 
 
 def test_get_spark_returns_the_running_session(spark: SparkSession) -> None:

@@ -1,0 +1,33 @@
+"""``IngestOptions`` from ``--conf``: settings that change how a batch runs, not what it writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobs.ingest.options import IngestOptions, interpreted_rows
+from jobs.platform.config import ConfigError, load_config
+from jobs.platform.errors import IngestError
+
+
+def _conf(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "ackstate.toml"
+    path.write_text(text)
+    return path
+
+
+def test_small_batches_run_interpreted_up_to_interpreted_rows(tmp_path: Path) -> None:
+    assert interpreted_rows(load_config()) == IngestOptions.interpreted_rows == 50_000
+    assert interpreted_rows(load_config(_conf(tmp_path, "[ingest]\ninterpreted_rows = 5\n"))) == 5
+    options = IngestOptions(source="s", warehouse="w", interpreted_rows=5)
+    assert [options.interpreted(n) for n in (0, 1, 5, 6)] == [False, True, True, False]
+    never = IngestOptions(source="s", warehouse="w", interpreted_rows=0)
+    assert not never.interpreted(1)
+
+
+def test_interpreted_rows_must_be_a_count(tmp_path: Path) -> None:
+    with pytest.raises(IngestError, match=r"interpreted_rows = -1: use 0 \(never\)"):
+        interpreted_rows(load_config(_conf(tmp_path, "[ingest]\ninterpreted_rows = -1\n")))
+    with pytest.raises(ConfigError, match="interpreted_rows"):
+        load_config(_conf(tmp_path, '[ingest]\ninterpreted_rows = "many"\n'))
