@@ -36,7 +36,7 @@ from engine.errors import SnapshotError
 from engine.ledgers import Ledgers
 from engine.partition import PartitionState
 from engine.position import EARLIEST, Position
-from engine.subscription import Subscription
+from engine.subscription import NO_DISPATCHER, Subscription
 from engine.topic import is_persistent
 
 # one open-closed range of OpenLongPairRangeSet.toString: "(L:E..L:E]"
@@ -89,11 +89,12 @@ def partition_from_admin(
     for name, sub in sorted((stats.get("subscriptions") or {}).items()):
         if not sub.get("isDurable", True):
             continue
-        # a subscription no consumer has joined yet has no dispatcher, and stats show its type as
-        # "None" (PersistentSubscription.getTypeString): the first SUBSCRIBE gives it one
-        # (Subscription.subscribe replaces the type of a cursor without consumers)
-        sub_type = str(sub.get("type") or "None")
-        sub_type = "Exclusive" if sub_type == "None" else sub_type
+        # a subscription no consumer has joined since its topic loaded has no dispatcher, and
+        # stats show its type as "None" (PersistentSubscription.getTypeString): the first
+        # SUBSCRIBE gives it one (Subscription.subscribe replaces the type of a cursor without
+        # consumers); until then the cursor holds Exclusive and the subscription shows "None"
+        shown = str(sub.get("type") or NO_DISPATCHER)
+        sub_type = "Exclusive" if shown == NO_DISPATCHER else shown
         if sub_type not in SUB_TYPES:
             raise SnapshotError(f"{topic} subscription {name!r}: unknown type {sub_type!r}")
         cursor = Cursor(sub_type)
@@ -102,7 +103,8 @@ def partition_from_admin(
                 raise SnapshotError(f"{topic} subscription {name!r} has no cursor in internalStats")
             _restore(cursor, cursors[name], state.ledgers)
         state.cursors[name] = cursor
-        state.subscriptions[name] = Subscription()
+        state.subscriptions[name] = subscription = Subscription()
+        subscription.dispatcher = shown != NO_DISPATCHER
     return state
 
 

@@ -304,12 +304,16 @@ class PartitionState:
         ``kill -9``) and goes now (``Subscription.close_all``). Each cursor is recovered from
         what it persisted (``ManagedCursorImpl.recoveredCursor``), which counts the consumed
         entries afresh from the precise backlog: what a cursor reset left counted
-        (``Cursor.consumed_overcount``) is gone."""
+        (``Cursor.consumed_overcount``) is gone. No subscription has a dispatcher until a
+        consumer joins it (``Subscription.dispatcher``)."""
         sub_settings = settings.for_partition(self.topic, self.partition)
-        for name, sub in self.subscriptions.items():
-            cursor = self.cursors.get(name)
-            if cursor is not None and sub.consumers:
+        for name, cursor in self.cursors.items():
+            sub = self.subscription(name)
+            if sub.consumers:
                 sub.close_all(cursor, seq, self.last_event_time, sub_settings)
+                result.changed.add(name)
+            if sub.dispatcher:  # the new object's subscription has none until a consumer joins
+                sub.dispatcher = False
                 result.changed.add(name)
         for name, cursor in self.cursors.items():
             if cursor.consumed_overcount:

@@ -49,6 +49,8 @@ from engine.events import REDELIVER as REDELIVER_EVENT
 from engine.position import Position, packed_keys, position_columns, positions_of, sorted_after
 
 SHARED_MODES = ("Shared", "Key_Shared")
+NO_DISPATCHER = "None"
+"""The ``type`` ``stats`` shows of a subscription no consumer has joined since its topic loaded."""
 SINGLE_ACTIVE_MODES = ("Exclusive", "Failover")
 DEFAULT_NEGATIVE_ACK_DELAY_MS = int(EVENT_DEFAULTS["negative_ack_delay_ms"])  # type: ignore[call-overload]
 MIN_NACK_DELAY_MS = 100  # NegativeAcksTracker.MIN_NACK_DELAY_MS
@@ -234,6 +236,7 @@ class Subscription:
         "active",
         "changes",
         "consumers",
+        "dispatcher",
         "holder",
         "nacks",
         "next_order",
@@ -242,6 +245,10 @@ class Subscription:
 
     def __init__(self) -> None:
         self.consumers: dict[int, Consumer] = {}  # connected, in subscription order
+        # ``PersistentSubscription.dispatcher`` exists: the first consumer since the topic was
+        # loaded made it, and it stays when its consumers leave. Without one (after a
+        # LOAD_TOPIC, before any consumer subscribed) ``stats`` shows the type "None".
+        self.dispatcher = True
         self.holder: dict[Position, int] = {}  # pending entry -> consumer id
         self.active: int | None = None
         self.switch_until = -1  # a Failover switch takes effect at this event time
@@ -294,6 +301,11 @@ class Subscription:
         changes.bulk = [b for b in changes.bulk if all(b is not block for block in blocks)]
 
     # ---- queries ------------------------------------------------------------------------
+    def stats_type(self, cursor: Cursor) -> str:
+        """The subscription's ``type`` in ``stats`` (``PersistentSubscription.getTypeString``):
+        its dispatcher's type, or "None" while it has no dispatcher (``dispatcher``)."""
+        return cursor.sub_type if self.dispatcher else NO_DISPATCHER
+
     def unacked_messages(self) -> int:
         return sum(c.unacked_messages for c in self.consumers.values())
 
@@ -336,7 +348,10 @@ class Subscription:
         return bool(self.holder or self._tracker or self._redeliveries or self._bulk or self.nacks)
 
     def is_empty(self) -> bool:
-        return not (self.consumers or self._tracker or self._redeliveries or self._bulk or self.nacks)
+        """Nothing to keep: a fresh ``Subscription()`` is the same state."""
+        return self.dispatcher and not (
+            self.consumers or self._tracker or self._redeliveries or self._bulk or self.nacks
+        )
 
     # ---- SUBSCRIBE / CLOSE_CONSUMER ---------------------------------------------------------
     def subscribe(
@@ -364,6 +379,7 @@ class Subscription:
         if not self.consumers and cursor.sub_type != sub_type:
             cursor.sub_type = sub_type
             self.active = None
+        self.dispatcher = True
         consumer.order = self.next_order
         self.next_order += 1
         self.consumers[consumer.consumer_id] = consumer
@@ -1018,6 +1034,8 @@ class Subscription:
             ],
             "reasons": reasons,
         }
+        if not self.dispatcher:  # only then: a state with one encodes as before the field existed
+            head["dispatcher"] = False
         nacks = [(d, c, p.ledger_id, p.entry_id) for d, c, p in self.nacks]
         tables = (
             _pending_table(consumers),
@@ -1117,6 +1135,7 @@ class Subscription:
         redeliver-all of a million pending acks, a row at a time was seconds of Python."""
         sub = self
         sub.active = head["active"]
+        sub.dispatcher = bool(head.get("dispatcher", True))
         sub.switch_until = head["switch_until"]
         sub.next_order = head["next_order"]
         # a state written before ``implicit`` existed has ten fields per consumer

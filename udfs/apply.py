@@ -688,12 +688,13 @@ def emit_cursor(
     MERGE keeps the stored ones. Shared by the ingest and the ledger trim (``udfs.trim``).
     """
     cursor = current.cursors[name]
+    sub = current.subscriptions.get(name)
     out.add(
         CURSOR,
         UPSERT,
         1,
         subscription=[name],
-        sub_type=[cursor.sub_type],
+        sub_type=[sub.stats_type(cursor) if sub is not None else cursor.sub_type],
         mark_delete_ledger_id=[cursor.mark_delete.ledger_id],
         mark_delete_entry_id=[cursor.mark_delete.entry_id],
         state=[cursor.encode() if changed else None],

@@ -120,3 +120,26 @@ def test_a_non_persistent_topic_keeps_only_its_subscriptions():
     state = partition_from_admin("non-persistent://public/default/np", 0, STATS, None)
     assert {n: c.sub_type for n, c in state.cursors.items()} == {"excl": "Exclusive", "shared": "Shared"}
     assert len(state.ledgers) == 0
+
+
+def test_a_subscription_without_a_dispatcher_shows_none_until_a_consumer_joins():
+    """``PersistentSubscription.getTypeString`` gives "None" before a consumer made the
+    dispatcher (a topic loaded with no consumer back yet, a subscription the admin API made);
+    the first SUBSCRIBE gives the subscription its type."""
+    stats = {"subscriptions": {"excl": {"type": "None", "isDurable": True}}}
+    state = partition_from_admin(TOPIC, -1, stats, INTERNAL)
+    sub, cursor = state.subscriptions["excl"], state.cursors["excl"]
+    assert sub.stats_type(cursor) == "None" and not sub.is_empty()
+    subscribe = {
+        "seq": 1,
+        "event_time": 5,
+        "type": "SUBSCRIBE",
+        "subscription": "excl",
+        "consumer_id": 1,
+        "consumer_name": "c",
+        "sub_type": "Failover",
+    }
+    assert state.apply(EventBatch.from_records([subscribe]), EngineSettings()).rejects == []
+    assert sub.stats_type(cursor) == "Failover"
+    shown = partition_from_admin(TOPIC, -1, STATS, INTERNAL).subscriptions["shared"]
+    assert shown.dispatcher

@@ -94,3 +94,37 @@ def test_a_load_at_or_below_the_fence_is_stale():
     result = state.apply(EventBatch.from_records(stale), EngineSettings())
     assert [r.reason for r in result.rejects] == ["stale_seq"]
     assert list(state.subscriptions["s"].consumers) == [1]
+
+
+def test_a_subscription_shows_no_type_until_a_consumer_joins_the_loaded_topic():
+    """``PersistentSubscription.getTypeString``: "None" while ``dispatcher`` is null. The topic
+    object a load makes has none in any subscription (``addConsumer`` makes it); a dispatcher
+    outlives its consumers (``removeConsumer`` keeps it), so closing them changes nothing. The
+    cursor keeps its type for the rules, and the subscription keeps the flag across batches
+    (``encode``), empty as it is."""
+    from engine.subscription import Subscription
+
+    events = Events().publish(3, 4).subscribe("Shared")
+    events.add("CLOSE_CONSUMER", subscription="s", consumer_id=1)
+    state, _ = apply_events(events)
+    assert state.subscriptions["s"].stats_type(state.cursors["s"]) == "Shared"  # closed, kept
+    state, result = apply_events(_load(events))
+    sub, cursor = state.subscriptions["s"], state.cursors["s"]
+    assert "s" in result.changed
+    assert sub.stats_type(cursor) == "None" and cursor.sub_type == "Shared"
+    again = Subscription.decode(sub.encode())
+    assert not sub.is_empty() and again.stats_type(cursor) == "None"
+    state, _ = apply_events(events.subscribe("Failover", consumer_id=2))
+    assert state.subscriptions["s"].stats_type(state.cursors["s"]) == "Failover"
+
+
+def test_a_subscription_with_a_dispatcher_encodes_as_before_the_flag():
+    """Only the flag's exception is written: every state stored before it reads back as one
+    with a dispatcher, and its encoding is unchanged."""
+    from engine.subscription import Subscription
+
+    state, _ = apply_events(Events().publish(3, 2).subscribe("Exclusive").dispatch(3, 0))
+    encoded = state.subscriptions["s"].encode()
+    assert b"dispatcher" not in encoded
+    assert Subscription.decode(encoded).dispatcher
+    assert Subscription().is_empty()

@@ -811,7 +811,8 @@ SCENARIOS: tuple[Callable[[Run], None], ...] = (
 
 def restart_in_the_middle(run: Run) -> None:
     """Holes, pending acks and a seek, a graceful broker restart, then more acks and messages;
-    then the broker killed (``kill -9``) and started again, and more acks.
+    then the broker killed (``kill -9``) and started again, and more acks. One subscription's
+    consumer has left before the restart and never comes back.
 
     The clients reconnect by themselves; what the broker recovered (the persisted cursor,
     redelivery of what was unacked) and what happens after must still match ackstate. The
@@ -823,8 +824,14 @@ def restart_in_the_middle(run: Run) -> None:
     exclusive = run.subscribe(topic, "exclusive", pulsar.ConsumerType.Exclusive, "rs-x")
     shared = run.subscribe(topic, "shared", pulsar.ConsumerType.Shared, "rs-s", receiver_queue_size=10)
     seeking = run.subscribe(topic, "seeking", pulsar.ConsumerType.Exclusive, "rs-seek")
+    left = run.subscribe(topic, "left", pulsar.ConsumerType.Shared, "rs-left")
     consumers = (exclusive, shared, seeking)
     produce(run, topic, 25)
+    # a subscription whose consumer leaves for good: the loaded topics show it with no
+    # dispatcher, type "None" (PersistentSubscription.getTypeString), and its holes
+    ack_every(left, receive(left, 25), 3)
+    left.close()
+    run.consumers.remove(left)
     held = receive(exclusive, 25)
     for i in (0, 1, 3, 7, 12, 13, 20):
         exclusive.acknowledge(held[i])

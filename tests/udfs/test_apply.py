@@ -219,6 +219,38 @@ def test_batches_of_differences_rebuild_the_engine_state_exactly():
     assert tables.ranges, "the workload must leave ack holes to make this test meaningful"
 
 
+def test_the_cursor_row_shows_the_type_stats_shows():
+    """``cursors.sub_type`` is what ``stats`` prints (``PersistentSubscription.getTypeString``):
+    "None" from a LOAD_TOPIC until a consumer joins, kept across batches by the encoded
+    subscription although it holds nothing else; then the new consumer's type."""
+    topic, partition = "persistent://public/default/t", -1
+    common = {"topic": topic, "partition": partition, "subscription": "s"}
+    batches = [
+        [
+            {"type": "PUBLISH", "ledger_id": 3, "entry_id": 0},
+            {**common, "type": "SUBSCRIBE", "consumer_id": 1, "consumer_name": "c1", "sub_type": "Shared"},
+            {**common, "type": "CLOSE_CONSUMER", "consumer_id": 1},
+        ],
+        [{"type": "LOAD_TOPIC"}],
+        [{"type": "PUBLISH", "ledger_id": 3, "entry_id": 1}],
+        [{**common, "type": "SUBSCRIBE", "consumer_id": 2, "consumer_name": "c2", "sub_type": "Failover"}],
+    ]
+    tables = _Tables(topic, partition)
+    key = (pa.scalar(topic), pa.scalar(partition, pa.int32()))
+    shown, seq = [], 0
+    for batch in batches:
+        events = []
+        for event in batch:
+            seq += 1
+            events.append({"topic": topic, "partition": partition, **event, "seq": seq, "event_id": f"e{seq}",
+                           "event_time": 1_000 + seq})  # fmt: skip
+        out = apply_partition(key, _event_table(events, seq), tables.state(), EngineSettings()).to_pylist()
+        assert not [r for r in out if r["kind"] == REJECT]
+        tables.write(out)
+        shown.append([(r["sub_type"], r["state_changed"]) for r in out if r["kind"] == CURSOR])
+    assert shown == [[("Shared", True)], [("None", True)], [("None", False)], [("Failover", True)]]
+
+
 def test_a_requested_trim_is_applied_before_the_batch_and_composes_with_compacts_trim():
     """The ingest applies a requested ledger trim before the batch's events. Its differences are
     against the state it read; written over the tables after ``ackstate compact`` trimmed the
