@@ -315,7 +315,6 @@ class PartitionState:
             if sub.dispatcher:  # the new object's subscription has none until a consumer joins
                 sub.dispatcher = False
                 result.changed.add(name)
-        for name, cursor in self.cursors.items():
             if cursor.consumed_overcount:
                 cursor.consumed_overcount = 0
                 result.changed.add(name)

@@ -10,6 +10,7 @@ rule it pins.
 from __future__ import annotations
 
 from engine import EngineSettings, EventBatch, Position
+from engine.subscription import Subscription
 from tests.engine.test_cursor_operations import Events, apply_cut_at, apply_events
 
 
@@ -102,8 +103,6 @@ def test_a_subscription_shows_no_type_until_a_consumer_joins_the_loaded_topic():
     outlives its consumers (``removeConsumer`` keeps it), so closing them changes nothing. The
     cursor keeps its type for the rules, and the subscription keeps the flag across batches
     (``encode``), empty as it is."""
-    from engine.subscription import Subscription
-
     events = Events().publish(3, 4).subscribe("Shared")
     events.add("CLOSE_CONSUMER", subscription="s", consumer_id=1)
     state, _ = apply_events(events)
@@ -121,8 +120,6 @@ def test_a_subscription_shows_no_type_until_a_consumer_joins_the_loaded_topic():
 def test_a_subscription_with_a_dispatcher_encodes_as_before_the_flag():
     """Only the flag's exception is written: every state stored before it reads back as one
     with a dispatcher, and its encoding is unchanged."""
-    from engine.subscription import Subscription
-
     state, _ = apply_events(Events().publish(3, 2).subscribe("Exclusive").dispatch(3, 0))
     encoded = state.subscriptions["s"].encode()
     assert b"dispatcher" not in encoded
