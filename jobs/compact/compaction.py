@@ -61,6 +61,7 @@ from jobs.platform import locations
 from jobs.platform.delta_writer import DeltaWriter
 from jobs.platform.errors import CompactError
 from jobs.platform.retry import DEFAULT_ATTEMPTS, retry_on_conflict
+from jobs.platform.session import session_settings
 from jobs.platform.tables import table_path
 from jobs.read.stats import TopicFilter
 from schemas.tables import TABLE_KEYS, TABLES
@@ -390,18 +391,16 @@ def compact(spark: SparkSession, options: CompactOptions) -> CompactReport:
         if name not in present:
             report.tables[name].skipped = "not in this warehouse (`ackstate init` creates it)"
 
-    conf = spark.conf
-    saved = {key: conf.get(key, None) for key in _SESSION_KEYS}
     run_tag = f"{COMPACT_QUERY_ID}:{run_id}"
-    conf.set("spark.databricks.delta.commitInfo.userMetadata", run_tag)
+    settings = {"spark.databricks.delta.commitInfo.userMetadata": run_tag}
     if options.vacuum and options.vacuum_retention_hours < DELTA_MIN_RETENTION_HOURS:
-        conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
-    if saved[_LISTING_PARALLELISM] in (None, "10000"):
+        settings["spark.databricks.delta.retentionDurationCheck.enabled"] = "false"
+    if spark.conf.get(_LISTING_PARALLELISM, None) in (None, "10000"):
         # VACUUM lists the table directory with this many tasks (Spark's default: 10,000), which
         # costs about a minute per table on two cores however small the table; the cluster's
         # parallelism is plenty. A value the user set is kept.
-        conf.set(_LISTING_PARALLELISM, str(max(1, spark.sparkContext.defaultParallelism)))
-    try:
+        settings[_LISTING_PARALLELISM] = str(max(1, spark.sparkContext.defaultParallelism))
+    with session_settings([spark], settings):
         if options.trims:
             report.trims = LedgerTrimmer(spark, options, report, run_id).run()
         lock = threading.Lock()
@@ -412,22 +411,11 @@ def compact(spark: SparkSession, options: CompactOptions) -> CompactReport:
         with ThreadPoolExecutor(max_workers=options.parallelism, thread_name_prefix="compact") as pool:
             for future in [pool.submit(one_table, name) for name in present]:
                 future.result()
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                conf.unset(key)
-            else:
-                conf.set(key, value)
     report.seconds = time.time() - started
     return report
 
 
 _LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
-_SESSION_KEYS = (
-    "spark.databricks.delta.commitInfo.userMetadata",
-    "spark.databricks.delta.retentionDurationCheck.enabled",
-    _LISTING_PARALLELISM,
-)
 
 
 def _compact_table(

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from jobs.platform.retry import DEFAULT_ATTEMPTS, retry_on_conflict
+from jobs.platform.session import session_settings
 from jobs.platform.tables import table_path
 from schemas.tables import TABLE_KEYS, TABLES
 from schemas.udf import DELETE
@@ -192,7 +193,6 @@ class DeltaWriter:
         app_id: str | None = None,
     ) -> Any:
         """Run ``action`` (one commit) with the session settings of an idempotent write."""
-        conf = spark.conf
         settings: dict[str, str] = {}
         if version is not None:
             settings[_TXN_APP_ID] = app_id or self.app_id
@@ -203,13 +203,8 @@ class DeltaWriter:
             settings[_MATERIALIZE_SOURCE] = "none"
         if tag is not None:
             settings[_USER_METADATA] = tag
-        for key, value in settings.items():
-            conf.set(key, value)
-        try:
+        with session_settings([spark], settings):
             return retry_on_conflict(action, what=f"{what} ({tag or self.app_id})", attempts=self.attempts)
-        finally:
-            for key in settings:
-                conf.unset(key)
 
     def written(self, what: str, began: float) -> None:
         if self.on_write is not None:
