@@ -36,7 +36,7 @@ from engine.errors import SnapshotError
 from engine.ledgers import Ledgers
 from engine.partition import PartitionState
 from engine.position import EARLIEST, Position
-from engine.subscription import NO_DISPATCHER, Subscription
+from engine.subscription import NO_DISPATCHER, TYPE_BEFORE_DISPATCHER, Subscription
 from engine.topic import is_persistent
 
 # one open-closed range of OpenLongPairRangeSet.toString: "(L:E..L:E]"
@@ -92,9 +92,10 @@ def partition_from_admin(
         # a subscription no consumer has joined since its topic loaded has no dispatcher, and
         # stats show its type as "None" (PersistentSubscription.getTypeString): the first
         # SUBSCRIBE gives it one (Subscription.subscribe replaces the type of a cursor without
-        # consumers); until then the cursor holds Exclusive and the subscription shows "None"
+        # consumers); until then the cursor holds TYPE_BEFORE_DISPATCHER and the subscription
+        # shows "None"
         shown = str(sub.get("type") or NO_DISPATCHER)
-        sub_type = "Exclusive" if shown == NO_DISPATCHER else shown
+        sub_type = TYPE_BEFORE_DISPATCHER if shown == NO_DISPATCHER else shown
         if sub_type not in SUB_TYPES:
             raise SnapshotError(f"{topic} subscription {name!r}: unknown type {sub_type!r}")
         cursor = Cursor(sub_type)

@@ -31,6 +31,8 @@ EVENT_TYPES = (
     # contract additions: the broker loaded the topic partition afresh, or deleted it
     "LOAD_TOPIC",
     "DELETE_TOPIC",
+    # contract addition: the admin API made a subscription with no consumer
+    "CREATE_SUBSCRIPTION",
 )
 TYPE_CODE = {name: code for code, name in enumerate(EVENT_TYPES)}
 
@@ -64,9 +66,10 @@ EVENT_DEFAULTS: dict[str, object] = {
     UNSUBSCRIBE,
     LOAD_TOPIC,
     DELETE_TOPIC,
+    CREATE_SUBSCRIPTION,
 ) = range(len(EVENT_TYPES))
 # what the broker does to a subscription's cursor by itself: no consumer issues them
-CURSOR_OPERATIONS = (RESET_CURSOR, MARK_DELETE, UNSUBSCRIBE)
+CURSOR_OPERATIONS = (RESET_CURSOR, MARK_DELETE, UNSUBSCRIBE, CREATE_SUBSCRIPTION)
 # what the broker does to a whole topic partition: applied between the events around them
 TOPIC_OPERATIONS = (LOAD_TOPIC, DELETE_TOPIC)
 
@@ -84,7 +87,7 @@ class EventBatch:
     sub_code: np.ndarray  # int32, index into sub_names, -1 when absent
     sub_names: list[str]
     ack_type: np.ndarray  # int8, ACK_TYPE_CODE, -1 when absent
-    ledger_id: np.ndarray  # int64 (PUBLISH, DISPATCH, RESET_CURSOR, MARK_DELETE)
+    ledger_id: np.ndarray  # int64 (PUBLISH, DISPATCH, RESET_CURSOR, MARK_DELETE, CREATE_SUBSCRIPTION)
     entry_id: np.ndarray  # int64
     batch_size: np.ndarray  # int32
     sub_type: np.ndarray  # object: str or None (SUBSCRIBE)

@@ -51,6 +51,7 @@ from engine.events import (
     ACK_CUMULATIVE,
     ACK_INDIVIDUAL,
     CLOSE_CONSUMER,
+    CREATE_SUBSCRIPTION,
     CURSOR_OPERATIONS,
     DELETE_TOPIC,
     DISPATCH,
@@ -73,7 +74,7 @@ from engine.settings import EngineSettings
 from engine.subscription import (
     REDELIVER as REDELIVER_REASON,
 )
-from engine.subscription import Consumer, Subscription, SubscriptionSettings
+from engine.subscription import TYPE_BEFORE_DISPATCHER, Consumer, Subscription, SubscriptionSettings
 from engine.topic import is_non_persistent
 
 _INDIVIDUAL_ACK_MODES = ("Shared", "Key_Shared")
@@ -82,7 +83,16 @@ _CONSUMER_EVENTS = (SUBSCRIBE, CLOSE_CONSUMER, DISPATCH, ACK, NACK, REDELIVER, *
 # the commands that attach an unknown consumer under ``implicit_consumers``
 _ATTACHING = (DISPATCH, ACK, NACK, REDELIVER)
 # On a non-persistent topic these change no acknowledgement state (see PartitionState.apply)
-_NON_PERSISTENT_INERT = (PUBLISH, DISPATCH, ACK, NACK, REDELIVER, RESET_CURSOR, MARK_DELETE)
+_NON_PERSISTENT_INERT = (
+    PUBLISH,
+    DISPATCH,
+    ACK,
+    NACK,
+    REDELIVER,
+    RESET_CURSOR,
+    MARK_DELETE,
+    CREATE_SUBSCRIPTION,  # the admin API refuses it there; validation refuses the event
+)
 # (an UNSUBSCRIBE deletes a non-persistent subscription too: NonPersistentSubscription.delete)
 
 
@@ -750,6 +760,9 @@ class PartitionState:
                         result.changed.add(name)
                 result.changed.add(name)
                 return
+            if kind == CREATE_SUBSCRIPTION:
+                self._create_subscription(name, cursor, batch, i, lac, result)
+                return
             if cursor is None:
                 raise UnknownSubscription(f"event for subscription {name!r}, which never subscribed")
             if kind == UNSUBSCRIBE:
@@ -790,6 +803,28 @@ class PartitionState:
         self.subscriptions.pop(name, None)
         result.changed.discard(name)
         result.unsubscribed.add(name)
+
+    def _create_subscription(
+        self, name: str, cursor: Cursor | None, batch: EventBatch, i: int, lac: Position, result: ApplyResult
+    ) -> None:
+        """CREATE_SUBSCRIPTION: the admin API made the subscription, with no consumer
+        (``PersistentTopicsBase.internalCreateSubscription``: ``createSubscription`` at the last
+        entry, then ``resetCursor`` to the message id asked for). The event names the mark-delete
+        the reset left. The subscription has no dispatcher (type "None") until a consumer joins
+        it, and its cursor holds ``TYPE_BEFORE_DISPATCHER`` meanwhile.
+
+        The broker refuses to make a subscription it holds (409, "Subscription already exists"),
+        so one ackstate holds here is one a consumer joined between the creation and the reset:
+        the reset is applied to it as a RESET_CURSOR.
+        """
+        if cursor is not None:
+            self._cursor_operation(name, self.subscription(name), cursor, RESET_CURSOR, batch, i, lac, result)
+            return
+        created = Cursor(TYPE_BEFORE_DISPATCHER)
+        created.reset(Position(int(batch.ledger_id[i]), int(batch.entry_id[i])), self.ledgers, lac)
+        self.cursors[name] = created
+        self.subscription(name).dispatcher = False
+        result.changed.add(name)
 
     def _cursor_operation(
         self,
@@ -1132,8 +1167,8 @@ def _never_subscribed(row: int, name: str) -> Reject:
 _SMALL_RUN = 8  # individual-ack events below which a run is applied call by call
 
 
-# the events that change a subscription's type or its connected consumers
-_STRUCTURAL = (SUBSCRIBE, CLOSE_CONSUMER, UNSUBSCRIBE)
+# the events that make or delete a subscription, or change its type or its connected consumers
+_STRUCTURAL = (SUBSCRIBE, CLOSE_CONSUMER, UNSUBSCRIBE, CREATE_SUBSCRIPTION)
 _LONG_RUN = 64  # individual-ack events above which a run is applied as arrays
 _MIN_EPOCH = 64  # events an epoch needs for its inert commands to be looked for
 

@@ -50,7 +50,12 @@ from engine.position import Position, packed_keys, position_columns, positions_o
 
 SHARED_MODES = ("Shared", "Key_Shared")
 NO_DISPATCHER = "None"
-"""The ``type`` ``stats`` shows of a subscription no consumer has joined since its topic loaded."""
+"""The ``type`` ``stats`` shows of a subscription no consumer has joined since its topic loaded,
+or since the admin API made it."""
+TYPE_BEFORE_DISPATCHER = "Exclusive"
+"""The type a cursor holds while its subscription has had no dispatcher yet (made by the admin
+API, or read as "None" by ``ackstate bootstrap``): Pulsar's has none, and the first SUBSCRIBE
+replaces it (``Subscription.subscribe``); only an implicitly attached consumer gets it."""
 SINGLE_ACTIVE_MODES = ("Exclusive", "Failover")
 DEFAULT_NEGATIVE_ACK_DELAY_MS = int(EVENT_DEFAULTS["negative_ack_delay_ms"])  # type: ignore[call-overload]
 MIN_NACK_DELAY_MS = 100  # NegativeAcksTracker.MIN_NACK_DELAY_MS

@@ -33,6 +33,8 @@ REQUIRED: Final[dict[str, tuple[str, ...]]] = {
     # contract additions: the broker loaded the topic partition afresh, or deleted it
     "LOAD_TOPIC": (),
     "DELETE_TOPIC": (),
+    # contract addition: the admin API made a subscription, its cursor at (ledger_id, entry_id)
+    "CREATE_SUBSCRIPTION": ("subscription", "ledger_id", "entry_id"),
 }
 # Every element of `message_ids` names an entry.
 MESSAGE_ID_REQUIRED: Final[tuple[str, ...]] = ("ledger_id", "entry_id")
@@ -89,13 +91,19 @@ FIELD_RELATIONS: Final[tuple[tuple[str, str, tuple[str, ...]], ...]] = (
         "SEND_FAILED on a non-persistent topic: nothing is persisted there to fail",
         (),
     ),
+    (
+        "type = 'CREATE_SUBSCRIPTION' AND topic LIKE 'non-persistent://%'",
+        "CREATE_SUBSCRIPTION on a non-persistent topic: the broker makes those subscriptions only"
+        " for a consumer",
+        (),
+    ),
 )
 MESSAGE_ID_MIN_VALUES: Final[dict[str, int]] = {"batch_size": 1}
 # Positions have their own reason code (negative_position), not invalid_value.
 POSITION_FIELDS: Final[tuple[str, ...]] = ("ledger_id", "entry_id")
 # Types whose position is a mark-delete position, which may be ``L:-1``: before the first entry
 # of ledger L (where a cursor sits before anything in L is acked), as internalStats prints it.
-MARK_DELETE_POSITION_TYPES: Final[tuple[str, ...]] = ("RESET_CURSOR", "MARK_DELETE")
+MARK_DELETE_POSITION_TYPES: Final[tuple[str, ...]] = ("RESET_CURSOR", "MARK_DELETE", "CREATE_SUBSCRIPTION")
 
 # Full topic name without the partition suffix: the scenario runner's v2 names
 # (``tenant/namespace/name``), and, a contract addition, v1 names

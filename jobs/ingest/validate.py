@@ -21,7 +21,8 @@ them into expressions. Each row gets exactly one reason, the first failing rule 
    priority or delays, a message id batch_size < 1, a null ack_set word, an ACK/NACK without
    message ids, a broken relation between producer fields (``FIELD_RELATIONS``).
 6. ``negative_position``: ledger_id/entry_id < 0 in the event or in any message id (a
-   RESET_CURSOR or MARK_DELETE may name entry -1, a mark-delete before its ledger's first entry).
+   RESET_CURSOR, MARK_DELETE or CREATE_SUBSCRIPTION may name entry -1, a mark-delete before its
+   ledger's first entry).
 7. ``batch_index_out_of_range``: a message id's batch_index is not -1 and not in
    ``[0, batch_size)`` (no batch_size: out of range).
 8. ``ack_set_too_long``: an ack_set with more words than ``ceil(batch_size / 64)``. An ack_set

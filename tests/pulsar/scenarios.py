@@ -556,6 +556,40 @@ def v1_admin_paths(run: Run) -> None:
     run.broker.admin(admin_path(topic) + "/subscription/skipped/skip/4", "POST", None)
 
 
+def admin_subscriptions(run: Run) -> None:
+    """Subscriptions the admin API makes with no consumer (``pulsar-admin topics
+    create-subscription``: ``PersistentTopicsBase.internalCreateSubscription``, which makes the
+    subscription at the last entry and then resets its cursor to the message id asked for).
+
+    Made at the latest entry (the default, then more messages), at the earliest, and at a
+    message id; one a consumer joins afterwards, one a skip moves, one deleted and made again,
+    and one on a partitioned topic's name, which the broker makes on each partition through its
+    own admin client. The broker shows each with type "None" until a consumer joins. No hook
+    sees any of it; the plugin emits CREATE_SUBSCRIPTION once the broker has answered.
+    """
+    topic = run.topic("admin-create")
+    producer = run.client.create_producer(topic, batching_enabled=False)
+    ids = [producer.send(f"m{i}".encode()) for i in range(12)]
+    path = admin_path(topic) + "/subscription/"
+    run.broker.admin(path + "latest", "PUT", None)
+    run.broker.admin(path + "earliest", "PUT", {"ledgerId": -1, "entryId": -1})
+    for name in ("at-id", "skipped", "again"):
+        run.broker.admin(path + name, "PUT", {"ledgerId": ids[4].ledger_id(), "entryId": ids[4].entry_id()})
+    run.broker.admin(path + "joined", "PUT", {"ledgerId": ids[1].ledger_id(), "entryId": ids[1].entry_id()})
+    for i in range(4):
+        producer.send(f"later-{i}".encode())
+    producer.close()
+    run.broker.admin(path + "skipped/skip/3", "POST", None)
+    run.broker.admin(path + "again", "DELETE", None)
+    run.broker.admin(path + "again", "PUT", {"ledgerId": ids[8].ledger_id(), "entryId": ids[8].entry_id()})
+    joined = run.subscribe(topic, "joined", pulsar.ConsumerType.Shared, "joined-c")
+    ack_every(joined, receive(joined, 14), 3)
+    # on a partitioned topic's name: one request per partition, each to the partition's owner
+    parts = run.topic("admin-create-parts", partitions=2)
+    produce(run, parts, 8)  # no key: round robin, so both partitions have entries
+    run.broker.admin(admin_path(parts) + "/subscription/made", "PUT", {"ledgerId": -1, "entryId": -1})
+
+
 def send_ids(run: Run, topic: str, producer_name: str, ids: range) -> None:
     """One producer sends ``ids`` as its sequence ids; ``run.receipts`` records each answer."""
     receipts = run.receipts.setdefault(producer_name, [])
@@ -806,6 +840,7 @@ SCENARIOS: tuple[Callable[[Run], None], ...] = (
     unsubscribes,
     deleted_topics,
     v1_admin_paths,
+    admin_subscriptions,
 )
 
 

@@ -129,6 +129,7 @@ def test_enumerations() -> None:
         "UNSUBSCRIBE",
         "LOAD_TOPIC",
         "DELETE_TOPIC",
+        "CREATE_SUBSCRIPTION",
     )
     assert set(SUB_TYPES) == {"Exclusive", "Failover", "Shared", "Key_Shared"}
     assert set(ACK_TYPES) == {"Individual", "Cumulative"}

@@ -264,6 +264,23 @@ CASES: dict[str, tuple[str | None, str | None, str | None]] = {
         V.INVALID_VALUE,
         "SEND_FAILED on a non-persistent topic",
     ),
+    "create_subscription_non_persistent": (
+        _line(
+            "cs-1",
+            type="CREATE_SUBSCRIPTION",
+            topic="non-persistent://t/ns/x",
+            subscription="s",
+            ledger_id=0,
+            entry_id=0,
+        ),
+        V.INVALID_VALUE,
+        "CREATE_SUBSCRIPTION on a non-persistent topic",
+    ),
+    "create_subscription_without_position": (
+        _line("cs-2", type="CREATE_SUBSCRIPTION", subscription="s", ledger_id=10),
+        V.MISSING_FIELD,
+        "CREATE_SUBSCRIPTION needs entry_id",
+    ),
     # valid
     "subscribe_with_defaults": (_subscribe("ok-sub"), None, None),
     "reset_cursor_before_first_entry": (
@@ -273,6 +290,11 @@ CASES: dict[str, tuple[str | None, str | None, str | None]] = {
     ),
     "mark_delete": (
         _line("ok-md", type="MARK_DELETE", subscription="s", ledger_id=10, entry_id=4),
+        None,
+        None,
+    ),
+    "create_subscription_before_first_entry": (
+        _line("ok-create", type="CREATE_SUBSCRIPTION", subscription="s", ledger_id=10, entry_id=-1),
         None,
         None,
     ),

@@ -55,7 +55,8 @@ import org.slf4j.LoggerFactory;
  * {@code messageDispatched} DISPATCH; {@code messageAcked} ACK (after the broker applied it); an
  * inbound {@code CommandRedeliverUnacknowledgedMessages} REDELIVER; a consumer's {@code CommandSeek}
  * and the admin API's reset-cursor RESET_CURSOR, its skip and clear-backlog MARK_DELETE, a
- * consumer's {@code CommandUnsubscribe} and the admin API's subscription delete UNSUBSCRIBE, once
+ * consumer's {@code CommandUnsubscribe} and the admin API's subscription delete UNSUBSCRIBE, its
+ * subscription create CREATE_SUBSCRIPTION, once
  * the broker has done them ({@link #cursorMoved}, {@link #unsubscribed}); the sweep's MARK_DELETE
  * and UNSUBSCRIBE for what the broker does on its own (message TTL, an inactive subscription's
  * expiry: {@link #sweep}). {@code beforeSendMessage}
@@ -689,6 +690,15 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                 });
                 return;
             }
+            if (operation.type() == Event.Type.CREATE_SUBSCRIPTION) {
+                pulsar.getBrokerService().getTopicReference(operation.topic()).ifPresent(topic -> {
+                    PersistentSubscription sub = swept(topic.getSubscription(operation.subscription()));
+                    if (sub != null) {
+                        cursorMoved(sub, Event.Type.CREATE_SUBSCRIPTION);
+                    }
+                });
+                return;
+            }
             List<Topic> topics = new ArrayList<>();
             if (operation.topic() != null) {
                 pulsar.getBrokerService().getTopicReference(operation.topic()).ifPresent(topics::add);
@@ -742,15 +752,22 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     }
 
     /**
-     * RESET_CURSOR or MARK_DELETE with the subscription's mark-delete position as it is now, once
-     * the broker has done the operation. A reset disconnected the subscription's consumers first
-     * ({@code dispatcher.disconnectActiveConsumers}, no hook): their CLOSE_CONSUMER events come
-     * first ({@link #closeLetGo}).
+     * RESET_CURSOR, MARK_DELETE or CREATE_SUBSCRIPTION with the subscription's mark-delete
+     * position as it is now, once the broker has done the operation. A reset disconnected the
+     * subscription's consumers first ({@code dispatcher.disconnectActiveConsumers}, no hook):
+     * their CLOSE_CONSUMER events come first ({@link #closeLetGo}). So does a creation, which
+     * ends in a reset: a consumer can only have joined in between. A creation is also a new
+     * subscription object, so the UNSUBSCRIBE of an older one of the name that the plugin has
+     * not emitted yet comes before it, as before a SUBSCRIBE.
      */
     private void cursorMoved(PersistentSubscription sub, Event.Type type) {
         try {
-            if (type == Event.Type.RESET_CURSOR) {
+            if (type != Event.Type.MARK_DELETE) {
                 synchronized (consumers) {
+                    if (type == Event.Type.CREATE_SUBSCRIPTION) {
+                        unsubscribedBefore(sub);
+                        sweptBefore(log(sub.getTopic()), sub);
+                    }
                     closeLetGo(sub);
                 }
             }
@@ -765,8 +782,8 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
         }
     }
 
-    /** Under the partition's lock: RESET_CURSOR or MARK_DELETE of {@code subscription} at
-     *  {@code markDelete}, read under the same lock. */
+    /** Under the partition's lock: RESET_CURSOR, MARK_DELETE or CREATE_SUBSCRIPTION of
+     *  {@code subscription} at {@code markDelete}, read under the same lock. */
     private void offerMoved(PartitionLog partition, Event.Type type, String subscription, Position markDelete) {
         long now = System.currentTimeMillis(); // event_time, and seq from the same read
         offer(new Event.CursorMoved(partition, now, partition.clock.next(now), type,

@@ -14,6 +14,10 @@ import org.apache.pulsar.common.util.Codec;
  * <ul>
  *   <li>DELETE {@code /admin/v2/persistent/T/N/TOPIC/subscription/S} (and
  *       {@code non-persistent}): UNSUBSCRIBE ({@code Subscription.delete});</li>
+ *   <li>PUT {@code /admin/v2/persistent/T/N/TOPIC/subscription/S}: CREATE_SUBSCRIPTION
+ *       ({@code PersistentTopicsBase.internalCreateSubscription}: {@code createSubscription} at the
+ *       latest entry, then {@code resetCursor} to the message id asked for; the broker refuses it
+ *       on a non-persistent topic);</li>
  * </ul>
  * and POST:
  * <ul>
@@ -74,7 +78,16 @@ record AdminCursorOperation(Event.Type type, String topic, String namespace, Str
     static AdminCursorOperation parse(String method, String path) {
         if ("DELETE".equals(method)) {
             for (Root root : TOPICS) {
-                AdminCursorOperation operation = unsubscribe(path, root);
+                AdminCursorOperation operation = subscriptionItself(Event.Type.UNSUBSCRIBE, path, root);
+                if (operation != null) {
+                    return operation;
+                }
+            }
+            return null;
+        }
+        if ("PUT".equals(method)) {
+            for (Root root : PERSISTENT) {
+                AdminCursorOperation operation = subscriptionItself(Event.Type.CREATE_SUBSCRIPTION, path, root);
                 if (operation != null) {
                     return operation;
                 }
@@ -138,14 +151,13 @@ record AdminCursorOperation(Event.Type type, String topic, String namespace, Str
                 false);
     }
 
-    /** DELETE NS..., TOPIC, "subscription", S: the subscription's deletion, or null. */
-    private static AdminCursorOperation unsubscribe(String path, Root root) {
+    /** NS..., TOPIC, "subscription", S: the subscription's deletion (DELETE) or creation (PUT), or null. */
+    private static AdminCursorOperation subscriptionItself(Event.Type type, String path, Root root) {
         String[] s = root.segments(path);
         int at = root.namespaceSegments() + 1;
         if (s == null || s.length != at + 2 || !s[at].equals("subscription")) {
             return null;
         }
-        return new AdminCursorOperation(Event.Type.UNSUBSCRIBE, root.topic(s), null, null, Codec.decode(s[at + 1]),
-                false);
+        return new AdminCursorOperation(type, root.topic(s), null, null, Codec.decode(s[at + 1]), false);
     }
 }

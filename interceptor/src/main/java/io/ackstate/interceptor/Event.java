@@ -26,7 +26,7 @@ sealed interface Event {
     /** The contract's event types, each with the opening of its lines encoded once. */
     enum Type {
         SUBSCRIBE, CLOSE_CONSUMER, SEND, PUBLISH, DISPATCH, ACK, REDELIVER, RESET_CURSOR, MARK_DELETE, UNSUBSCRIBE,
-        LOAD_TOPIC, DELETE_TOPIC;
+        LOAD_TOPIC, DELETE_TOPIC, CREATE_SUBSCRIPTION;
 
         /** {@code {"type":"<name>",} as UTF-8 ({@link EventJson#opening}). */
         final byte[] opening = EventJson.opening(name());
@@ -160,7 +160,8 @@ sealed interface Event {
 
     /**
      * RESET_CURSOR or MARK_DELETE: the broker moved a subscription's cursor itself, and this is
-     * its mark-delete position once the operation was done. {@code subscriptionField} is
+     * its mark-delete position once the operation was done. CREATE_SUBSCRIPTION: the admin API
+     * made the subscription, with no consumer, and this is where its cursor was put. {@code subscriptionField} is
      * {@code "subscription":"..."}, encoded by the hook ({@link EventJson#subscriptionField}).
      */
     record CursorMoved(PartitionLog partition, long time, long seq, Type type, byte[] subscriptionField,

@@ -59,7 +59,24 @@ class AdminCursorOperationTest {
         assertNull(AdminCursorOperation.parse("DELETE", "/admin/v2/persistent/t/ns/x"));
         assertNull(AdminCursorOperation.parse("DELETE", "/admin/v2/persistent/t/ns/x/subscription/s/skip_all"));
         assertNull(AdminCursorOperation.parse("GET", "/admin/v2/persistent/t/ns/x/subscription/s"));
-        assertNull(AdminCursorOperation.parse("PUT", "/admin/v2/persistent/t/ns/x/subscription/s"));
+    }
+
+    @Test
+    void puttingASubscriptionCreatesIt() {
+        assertEquals(new AdminCursorOperation(Event.Type.CREATE_SUBSCRIPTION, "persistent://t/ns/x", null, null, "s",
+                        false),
+                AdminCursorOperation.parse("PUT", "/admin/v2/persistent/t/ns/x/subscription/s"));
+        assertEquals(new AdminCursorOperation(Event.Type.CREATE_SUBSCRIPTION, "persistent://t/ns/o-partition-1", null,
+                        null, "my sub", false),
+                AdminCursorOperation.parse("PUT", "/admin/v2/persistent/t/ns/o-partition-1/subscription/my%20sub"));
+        assertEquals(new AdminCursorOperation(Event.Type.CREATE_SUBSCRIPTION, "persistent://p/c/ns/x", null, null, "s",
+                        false),
+                AdminCursorOperation.parse("PUT", "/admin/persistent/p/c/ns/x/subscription/s"));
+        // the broker refuses it on a non-persistent topic; other PUTs make no subscription
+        assertNull(AdminCursorOperation.parse("PUT", "/admin/v2/non-persistent/t/ns/x/subscription/s"));
+        assertNull(AdminCursorOperation.parse("PUT", "/admin/v2/persistent/t/ns/x/subscription/s/properties"));
+        assertNull(AdminCursorOperation.parse("PUT", "/admin/v2/persistent/t/ns/x/partitions"));
+        assertNull(AdminCursorOperation.parse("PUT", "/admin/v2/persistent/t/ns/x"));
     }
 
     @Test
