@@ -854,7 +854,21 @@ def restart_in_the_middle(run: Run) -> None:
     topic each start loads counts its backlog afresh (``ManagedCursorImpl.recoveredCursor``),
     where the seek had left the broker's figure short by the acks it forgot; and the killed
     broker closed no consumer. The plugin's LOAD_TOPIC tells ackstate both.
+
+    A second topic has a message TTL: what aged past it while the broker was down expires as
+    the topic loads (its policy's ``checkMessageExpiry``), before any hook sees the topic; the
+    plugin's MARK_DELETE after LOAD_TOPIC tells ackstate.
     """
+    ttl_topic = run.topic("restart-ttl")
+    expiring = run.subscribe(ttl_topic, "expiring", pulsar.ConsumerType.Exclusive, "rs-ttl")
+    produce(run, ttl_topic, 8)
+    produced = time.monotonic()
+    got = receive(expiring, 8)
+    for i in (2, 5):
+        expiring.acknowledge(got[i])
+    wait_for_backlog(run, ttl_topic, "expiring", 6)
+    # younger than the TTL now, so nothing expires until the broker loads the topic again
+    run.broker.admin(admin_path(ttl_topic) + f"/messageTTL?messageTTL={TTL_S}", "POST", None)
     topic = run.topic("restart")
     exclusive = run.subscribe(topic, "exclusive", pulsar.ConsumerType.Exclusive, "rs-x")
     shared = run.subscribe(topic, "shared", pulsar.ConsumerType.Shared, "rs-s", receiver_queue_size=10)
@@ -877,9 +891,9 @@ def restart_in_the_middle(run: Run) -> None:
     wait_for_backlog(run, topic, "seeking", 20)
     seeking.seek(got[3].message_id())
     wait_for_backlog(run, topic, "seeking", 20)  # 22 unacked, less the 2 acks the seek forgot
-    time.sleep(0.5)  # the acks reach the broker before it stops
+    time.sleep(max(0.5, TTL_S + 1 - (time.monotonic() - produced)))  # acks arrive, TTL passes
     run.broker.restart()
-    _reconnected(consumers)
+    _reconnected((*consumers, expiring))
     # the broker redelivers from the persisted cursor: ack some of what comes back
     for consumer in consumers:
         again = receive(consumer, 1, 20_000) + drain(consumer)

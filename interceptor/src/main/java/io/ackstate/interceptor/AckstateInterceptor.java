@@ -120,6 +120,10 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     /** {@code PersistentMessageExpiryMonitor.expirationCheckInProgress}: no hook runs when an expiry completes. */
     private static final Field EXPIRY_IN_PROGRESS =
             field(PersistentMessageExpiryMonitor.class, "expirationCheckInProgress", "the admin API's expire-messages");
+    /** {@code PersistentSubscription.lastMarkDeleteAdvancedTimestamp}: whether a mark-delete moved
+     *  forwards before the plugin first saw the subscription's topic object. */
+    static final Field MARK_DELETE_ADVANCED = field(PersistentSubscription.class,
+            "lastMarkDeleteAdvancedTimestamp", "an expiry as a topic loads");
 
     private record Pending(ServerCnx cnx, long consumerId) {}
 
@@ -211,10 +215,48 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             synchronized (partition) {
                 if (partition.load(topic)) {
                     offerWholeTopic(partition, Event.Type.LOAD_TOPIC);
+                    expiredAtLoad(partition, topic);
                 }
             }
         }
         return partition;
+    }
+
+    /**
+     * Under the partition's lock, right after its LOAD_TOPIC: each durable subscription's
+     * mark-delete position is recorded as the sweep's first reading, and a MARK_DELETE at it is
+     * emitted for each one whose mark-delete the broker moved forwards since it loaded the topic.
+     *
+     * <p>A topic with a TTL policy expires what aged past it while the topic was not loaded as
+     * the topic loads ({@code PersistentTopic.initialize}, {@code initTopicPolicy},
+     * {@code onUpdate}, {@code checkMessageExpiry}), before any hook sees the new object, so
+     * the position read first is already past the one the broker recovered. The subscription
+     * object is the new topic's, and its {@code lastMarkDeleteAdvancedTimestamp} (read by
+     * reflection: no method returns it) is set only when its mark-delete moves forwards: by an
+     * expiry ({@code PersistentMessageExpiryMonitor.findEntryComplete}, right after it sets the
+     * new position) or a consumer's ack. No consumer has acked on the new object before this
+     * first look, and a subscription a consumer is making at this moment has moved nothing,
+     * so no MARK_DELETE names a subscription before its SUBSCRIBE. An expiry still running is
+     * read again by the sweep, which finds its move against the position recorded here.
+     */
+    private void expiredAtLoad(PartitionLog partition, Topic topic) {
+        if (!(topic instanceof PersistentTopic persistent) || MARK_DELETE_ADVANCED == null) {
+            return;
+        }
+        persistent.getSubscriptions().forEach((name, sub) -> {
+            try {
+                if (swept(sub) == null) {
+                    return;
+                }
+                Position markDelete = sub.getCursor().getMarkDeletedPosition();
+                partition.swept.firstSeen(sub, markDelete);
+                if (MARK_DELETE_ADVANCED.getLong(sub) > 0) {
+                    offerMoved(partition, Event.Type.MARK_DELETE, name, markDelete);
+                }
+            } catch (Throwable t) {
+                failed("the look at the load of " + topic.getName(), t);
+            }
+        });
     }
 
     /** Under the partition's lock: LOAD_TOPIC or DELETE_TOPIC of the whole partition. */

@@ -144,6 +144,21 @@ class SweepTest {
     }
 
     @Test
+    void anExpiryAsTheTopicLoadedIsEmittedRightAfterItsLoadTopic() throws Exception {
+        ManagedCursor expired = subscription("expired", true);
+        ManagedCursor kept = subscription("kept", true);
+        markDelete(expired, 3, 7); // the TTL policy's expiry ran as the topic loaded
+        AckstateInterceptor.MARK_DELETE_ADVANCED.setLong(subscriptions.get("expired"), 1_700_000_000_000L);
+        markDelete(kept, 3, 2); // where the broker recovered it
+        interceptor.sweep(); // the first look at the loaded topic
+        markDelete(kept, 3, 4); // moved after the load: the sweep's own MARK_DELETE
+        interceptor.sweep();
+        interceptor.sweep();
+        assertEquals(List.of("LOAD_TOPIC", "MARK_DELETE", "MARK_DELETE"), allTypes());
+        assertEquals(List.of("MARK_DELETE expired 3:7", "MARK_DELETE kept 3:4"), written());
+    }
+
+    @Test
     void aMoveBackwardsIsLeftToTheResetsOwnEvent() throws IOException {
         ManagedCursor cursor = subscription("s", true);
         markDelete(cursor, 3, 6);
