@@ -82,18 +82,13 @@ _INDIVIDUAL_ACK_MODES = ("Shared", "Key_Shared")
 _CONSUMER_EVENTS = (SUBSCRIBE, CLOSE_CONSUMER, DISPATCH, ACK, NACK, REDELIVER, *CURSOR_OPERATIONS)
 # the commands that attach an unknown consumer under ``implicit_consumers``
 _ATTACHING = (DISPATCH, ACK, NACK, REDELIVER)
-# On a non-persistent topic these change no acknowledgement state (see PartitionState.apply)
+# On a non-persistent topic these change no acknowledgement state (see PartitionState.apply).
+# An UNSUBSCRIBE deletes a non-persistent subscription too (NonPersistentSubscription.delete);
+# the admin API refuses a CREATE_SUBSCRIPTION there, and so does validation.
 _NON_PERSISTENT_INERT = (
-    PUBLISH,
-    DISPATCH,
-    ACK,
-    NACK,
-    REDELIVER,
-    RESET_CURSOR,
-    MARK_DELETE,
-    CREATE_SUBSCRIPTION,  # the admin API refuses it there; validation refuses the event
+    *(PUBLISH, DISPATCH, ACK, NACK, REDELIVER),
+    *(kind for kind in CURSOR_OPERATIONS if kind != UNSUBSCRIBE),
 )
-# (an UNSUBSCRIBE deletes a non-persistent subscription too: NonPersistentSubscription.delete)
 
 
 class Reject(NamedTuple):
