@@ -344,9 +344,9 @@ def acks_racing_replays(run: Run) -> None:
     from the pending acks with its unacked count; ackstate must end with the same count. Nothing
     is redelivered afterwards, so a wrong count stays to be judged.
 
-    Played by ``tests/pulsar/stress.py``, not by the judge: the plugin reads these races from
-    outside the broker's threads and still loses a rare one (``ReplaysInFlight``), so one play
-    cannot promise the judge's exact answer.
+    Played by ``tests/pulsar/stress.py``, not by the judge: it makes hundreds of races a play,
+    and the plugin reads them through a private field of the broker's pending acks
+    (``PendingAckRemovals``), which the stress tool measures over many rounds.
     """
     topic = run.topic("ack-race")
     consumers = [run.subscribe(topic, f"sub-{i}", pulsar.ConsumerType.Shared, f"ar-{i}") for i in range(12)]

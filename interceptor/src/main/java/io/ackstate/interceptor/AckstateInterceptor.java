@@ -59,10 +59,11 @@ import org.slf4j.LoggerFactory;
  * subscription create CREATE_SUBSCRIPTION, once
  * the broker has done them ({@link #cursorMoved}, {@link #unsubscribed}); the sweep's MARK_DELETE
  * and UNSUBSCRIBE for what the broker does on its own (message TTL, an inactive subscription's
- * expiry: {@link #sweep}). {@code beforeSendMessage}
- * and an inbound {@code CommandAck} emit nothing: they note the replays whose write an ack can
+ * expiry: {@link #sweep}). {@code beforeSendMessage} and the consumers' pending acks
+ * ({@link PendingAckRemovals}) emit nothing: they note the replays whose write an ack can
  * overtake ({@link ReplaysInFlight}). A client-side negative ack or ack timeout is not visible
- * to a broker: its consequence, the client's redeliver request, is what arrives. No hook may throw or block: each captures its {@link Event} (primitives and
+ * to a broker: its consequence, the client's redeliver request, is what arrives. No hook may
+ * throw or block: each captures its {@link Event} (primitives and
  * references, no text) and offers it to the bounded {@link EventQueue}, whose writer thread
  * makes the JSON line.
  */
@@ -230,13 +231,21 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
      * <p>A topic with a TTL policy expires what aged past it while the topic was not loaded as
      * the topic loads ({@code PersistentTopic.initialize}, {@code initTopicPolicy},
      * {@code onUpdate}, {@code checkMessageExpiry}), before any hook sees the new object, so
-     * the position read first is already past the one the broker recovered. The subscription
-     * object is the new topic's, and its {@code lastMarkDeleteAdvancedTimestamp} (read by
-     * reflection: no method returns it) is set only when its mark-delete moves forwards: by an
-     * expiry ({@code PersistentMessageExpiryMonitor.findEntryComplete}, right after it sets the
-     * new position) or a consumer's ack. No consumer has acked on the new object before this
-     * first look, and a subscription a consumer is making at this moment has moved nothing,
-     * so no MARK_DELETE names a subscription before its SUBSCRIBE. An expiry still running is
+     * the position read first is already past the one the broker recovered. Moved forwards
+     * means either of two things:
+     * <ul>
+     *   <li>the subscription object's {@code lastMarkDeleteAdvancedTimestamp} (read by reflection:
+     *       no method returns it) is set. An expiry sets it once its {@code asyncMarkDelete}
+     *       returns ({@code PersistentMessageExpiryMonitor.findEntryComplete}), and so does a
+     *       consumer's ack, but no consumer has acked on the new object before this first look;</li>
+     *   <li>the mark-delete is ahead of the persisted one. The expiry's {@code asyncMarkDelete}
+     *       sets it in memory at once and may return only after it made the cursor's ledger (a
+     *       recovered cursor has none), 20 ms later on a real broker, so the timestamp can still
+     *       be unset. A cursor a consumer is making at this moment is never ahead of its
+     *       persisted position: at {@code Earliest} it is behind it
+     *       ({@code ManagedCursorImpl.initializeCursorPosition}).</li>
+     * </ul>
+     * So no MARK_DELETE names a subscription before its SUBSCRIBE. An expiry still running is
      * read again by the sweep, which finds its move against the position recorded here.
      */
     private void expiredAtLoad(PartitionLog partition, Topic topic) {
@@ -249,8 +258,9 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                     return;
                 }
                 Position markDelete = sub.getCursor().getMarkDeletedPosition();
+                Position persisted = sub.getCursor().getPersistentMarkDeletedPosition();
                 partition.swept.firstSeen(sub, markDelete);
-                if (MARK_DELETE_ADVANCED.getLong(sub) > 0) {
+                if (MARK_DELETE_ADVANCED.getLong(sub) > 0 || persisted != null && markDelete.compareTo(persisted) > 0) {
                     offerMoved(partition, Event.Type.MARK_DELETE, name, markDelete);
                 }
             } catch (Throwable t) {
@@ -319,9 +329,13 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                 sweptBefore(log, sub);
                 closeLetGo(sub);
                 long id = consumerIds.next(System.currentTimeMillis());
+                ReplaysInFlight replays = log.persistent && consumer.getPendingAcks() != null
+                        ? log.replays(sub.getName()) : null;
+                if (replays != null) {
+                    PendingAckRemovals.watch(consumer, replays);
+                }
                 tracked = new TrackedConsumer(consumer, id, sub.getTopicName(), log,
-                        EventJson.consumerFields(sub.getName(), id),
-                        log.persistent && consumer.getPendingAcks() != null ? log.replays(sub.getName()) : null);
+                        EventJson.consumerFields(sub.getName(), id), replays);
                 consumers.put(consumer, tracked);
                 bySubscription.computeIfAbsent(sub, k -> new ArrayList<>()).add(consumer);
                 String initial = initialPositions.remove(new Pending(cnx, consumer.consumerId()));
@@ -484,6 +498,7 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     @Override
     public void onPulsarCommand(BaseCommand command, ServerCnx cnx) {
         try {
+            PendingAckRemovals.commandArriving(command.getType() == BaseCommand.Type.ACK);
             if (command.getType() == BaseCommand.Type.SUBSCRIBE) {
                 CommandSubscribe subscribe = command.getSubscribe();
                 if (subscribe.hasInitialPosition()) {
@@ -492,8 +507,6 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                 }
             } else if (command.getType() == BaseCommand.Type.REDELIVER_UNACKNOWLEDGED_MESSAGES) {
                 redeliver(cnx, command.getRedeliverUnacknowledgedMessages());
-            } else if (command.getType() == BaseCommand.Type.ACK) {
-                ackArriving(cnx, command.getAck());
             } else if (command.getType() == BaseCommand.Type.SEEK) {
                 seekArriving(cnx, command.getSeek().getConsumerId());
             } else if (command.getType() == BaseCommand.Type.UNSUBSCRIBE) {
@@ -516,15 +529,6 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     private ReplaysInFlight replaysOf(Consumer consumer) {
         TrackedConsumer tracked = announcedAs(consumer);
         return tracked == null ? null : tracked.replays();
-    }
-
-    /** Before the broker applies an ack: its replays in flight, as the pending acks hold them now. */
-    private void ackArriving(ServerCnx cnx, CommandAck ack) {
-        Consumer consumer = connectedConsumer(cnx, ack.getConsumerId());
-        ReplaysInFlight replays = consumer == null ? null : replaysOf(consumer);
-        if (replays != null) {
-            replays.ackArriving(ack);
-        }
     }
 
     private void redeliver(ServerCnx cnx, CommandRedeliverUnacknowledgedMessages redeliver) {
@@ -979,7 +983,7 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             }
             ReplaysInFlight replays = replaysOf(consumer);
             if (replays != null) {
-                replays.sending(consumer, entry.getLedgerId(), entry.getEntryId());
+                replays.sending(entry.getLedgerId(), entry.getEntryId());
             }
         } catch (Throwable t) {
             failed("beforeSendMessage", t);
@@ -1079,9 +1083,6 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             synchronized (partition) {
                 long now = System.currentTimeMillis(); // event_time, and seq from the same read
                 offer(new Event.Ack(partition, now, partition.clock.next(now), tracked, ack));
-            }
-            if (tracked.replays() != null) {
-                tracked.replays().acked(ack);
             }
         } catch (Throwable t) {
             failed("messageAcked", t);

@@ -161,8 +161,9 @@ sealed interface Event {
     /**
      * RESET_CURSOR or MARK_DELETE: the broker moved a subscription's cursor itself, and this is
      * its mark-delete position once the operation was done. CREATE_SUBSCRIPTION: the admin API
-     * made the subscription, with no consumer, and this is where its cursor was put. {@code subscriptionField} is
-     * {@code "subscription":"..."}, encoded by the hook ({@link EventJson#subscriptionField}).
+     * made the subscription, with no consumer, and this is where its cursor was put.
+     * {@code subscriptionField} is {@code "subscription":"..."}, encoded by the hook
+     * ({@link EventJson#subscriptionField}).
      */
     record CursorMoved(PartitionLog partition, long time, long seq, Type type, byte[] subscriptionField,
                        long ledgerId, long entryId) implements Event {

@@ -68,6 +68,7 @@ class DeleteTopicTest {
         ManagedCursor cursor = mock(ManagedCursor.class);
         when(cursor.isDurable()).thenReturn(true);
         when(cursor.getMarkDeletedPosition()).thenReturn(PositionFactory.create(3, 4));
+        when(cursor.getPersistentMarkDeletedPosition()).thenReturn(PositionFactory.create(3, 4));
         PersistentSubscription sub = mock(PersistentSubscription.class);
         when(sub.getName()).thenReturn("s");
         when(sub.getTopic()).thenReturn(topic);

@@ -25,14 +25,7 @@ import org.apache.pulsar.broker.service.PendingAcksMap;
 import org.apache.pulsar.broker.service.ServerCnx;
 import org.apache.pulsar.broker.service.Subscription;
 import org.apache.pulsar.broker.service.Topic;
-import org.apache.bookkeeper.mledger.Entry;
-import org.apache.bookkeeper.mledger.ManagedCursor;
-import org.apache.bookkeeper.mledger.ManagedLedger;
-import org.apache.bookkeeper.mledger.PositionFactory;
-import org.apache.pulsar.broker.service.persistent.PersistentSubscription;
-import org.apache.pulsar.broker.service.persistent.PersistentTopic;
 import org.apache.pulsar.common.api.proto.BaseCommand;
-import org.apache.pulsar.common.api.proto.CommandAck;
 import org.apache.pulsar.common.api.proto.CommandSubscribe.SubType;
 import org.apache.pulsar.common.api.proto.MessageMetadata;
 import org.apache.pulsar.common.protocol.Commands;
@@ -44,8 +37,8 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The DISPATCH hook against the broker's pending acks: a message written after a redeliver-all
- * took it back, or after an ack removed the replay it carries, must leave ackstate where the
- * broker is (in the redelivery set, or acknowledged; not pending).
+ * took it back must leave ackstate where the broker is (in the redelivery set, not pending).
+ * An ack that overtakes a replay's write: {@link AckOvertakingReplayTest}.
  */
 class DispatchOrderTest {
     private static final String TOPIC = "persistent://public/default/orders";
@@ -79,27 +72,6 @@ class DispatchOrderTest {
         Topic topic = mock(Topic.class);
         when(topic.getName()).thenReturn(TOPIC);
         return consumer(topic, holds);
-    }
-
-    /** The same on a persistent topic (whose entries the plugin had all seen published), its
-     *  subscription's mark-delete position at 3:7. */
-    private Consumer persistentSharedConsumer(boolean holds) {
-        return persistentSharedConsumer(holds, 7);
-    }
-
-    private Consumer persistentSharedConsumer(boolean holds, long markDeleteEntry) {
-        PersistentTopic topic = mock(PersistentTopic.class);
-        when(topic.getName()).thenReturn(TOPIC);
-        ManagedLedger ledger = mock(ManagedLedger.class);
-        when(ledger.getLastConfirmedEntry()).thenReturn(PositionFactory.create(3, 10));
-        when(topic.getManagedLedger()).thenReturn(ledger);
-        ManagedCursor cursor = mock(ManagedCursor.class);
-        when(cursor.getMarkDeletedPosition()).thenReturn(PositionFactory.create(3, markDeleteEntry));
-        PersistentSubscription sub = mock(PersistentSubscription.class);
-        when(sub.getCursor()).thenReturn(cursor);
-        Consumer consumer = consumer(topic, sub, holds);
-        when(consumer.cnx()).thenReturn(cnx);
-        return consumer;
     }
 
     private static Consumer consumer(Topic topic, boolean holds) {
@@ -228,188 +200,6 @@ class DispatchOrderTest {
         interceptor.consumerClosed(cnx, consumer, Map.of());
         interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
         assertEquals(List.of("SUBSCRIBE", "CLOSE_CONSUMER"), lines().stream().map(DispatchOrderTest::type).toList());
-    }
-
-    /** The dispatcher hands entry 3:7 to the consumer, before its pending acks get it. */
-    private void send(Consumer consumer) {
-        Entry entry = mock(Entry.class);
-        when(entry.getLedgerId()).thenReturn(3L);
-        when(entry.getEntryId()).thenReturn(7L);
-        interceptor.beforeSendMessage(consumer.getSubscription(), entry, null, new MessageMetadata(), consumer);
-    }
-
-    /** The consumer's ack of 3:7 (with an ack set: of one message of the batch) arrives, and the
-     *  broker applies it. */
-    private void ack(Consumer consumer, boolean withAckSet) {
-        applied(consumer, arriving(consumer, withAckSet));
-    }
-
-    /** The ack's command reaches the connection, before the broker applies it. */
-    private CommandAck arriving(Consumer consumer, boolean withAckSet) {
-        BaseCommand command = new BaseCommand().setType(BaseCommand.Type.ACK);
-        CommandAck ack = command.setAck().setConsumerId(consumer.consumerId()).setAckType(CommandAck.AckType.Individual);
-        var id = ack.addMessageId().setLedgerId(3).setEntryId(7);
-        if (withAckSet) {
-            id.addAckSet(0b10L);
-        }
-        connect(consumer);
-        interceptor.onPulsarCommand(command, cnx);
-        return ack;
-    }
-
-    /** The broker applied the ack: its hook gets a copy (ServerCnx.handleAck). */
-    private void applied(Consumer consumer, CommandAck ack) {
-        interceptor.messageAcked(cnx, consumer, new CommandAck().copyFrom(ack));
-    }
-
-    /** Entry 3:7 sent and written once, then sent again (a replay), not yet written; its pending
-     *  acks hold it when the ack arrives, and after the broker applied it, as told. */
-    private Consumer replaying(boolean whenAckArrives, boolean afterAck) {
-        Consumer consumer = persistentSharedConsumer(false);
-        when(consumer.getPendingAcks().contains(3L, 7L)).thenReturn(whenAckArrives, afterAck);
-        interceptor.consumerCreated(cnx, consumer, Map.of());
-        send(consumer);
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
-        send(consumer);
-        return consumer;
-    }
-
-    private List<String> types() throws IOException {
-        return lines().stream().map(DispatchOrderTest::type).toList();
-    }
-
-    @Test
-    void aReplayPendingWhenTheAckArrivedIsDispatchedThenAcked() throws IOException {
-        // the client held the ack of the copy it got before the redelivery; the broker applied it
-        // after the pending acks got the replay but before the event loop wrote it
-        Consumer consumer = replaying(true, false);
-        ack(consumer, false);
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
-        List<String> lines = lines();
-        assertEquals(List.of("SUBSCRIBE", "DISPATCH", "ACK", "DISPATCH", "ACK"),
-                lines.stream().map(DispatchOrderTest::type).toList());
-        String ack = lines.get(4);
-        assertTrue(ack.contains("\"ack_type\":\"Individual\""), ack);
-        assertTrue(ack.contains("\"message_ids\":[{\"ledger_id\":3,\"entry_id\":7}]"), ack);
-        assertEquals(consumerId(lines.get(3)), consumerId(ack), "both name the same consumer");
-    }
-
-    @Test
-    void aReplayAddedWhileTheAckWasAppliedAndGoneAfterItIsDispatchedThenAcked() throws IOException {
-        Consumer consumer = replaying(false, false);
-        ack(consumer, false);
-        queued.remove(0).run(); // the arrival's marker: the write was queued after it
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
-        assertEquals(List.of("SUBSCRIBE", "DISPATCH", "ACK", "DISPATCH", "ACK"), types());
-    }
-
-    @Test
-    void aReplayAddedWhileTheAckWasAppliedAndStillPendingIsADispatchAlone() throws IOException {
-        Consumer consumer = replaying(false, true);
-        ack(consumer, false);
-        queued.remove(0).run();
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
-        assertEquals(List.of("SUBSCRIBE", "DISPATCH", "ACK", "DISPATCH"), types());
-    }
-
-    /** Entry 3:7 sent and written once; its ack arrives, the dispatcher sends it again, the
-     *  broker applies the ack; the replay is not yet written. */
-    private Consumer replayedWhileTheAckIsApplied(long markDeleteEntry) {
-        Consumer consumer = persistentSharedConsumer(false, markDeleteEntry);
-        interceptor.consumerCreated(cnx, consumer, Map.of());
-        send(consumer);
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
-        CommandAck ack = arriving(consumer, false);
-        send(consumer);
-        applied(consumer, ack);
-        return consumer;
-    }
-
-    @Test
-    void aReplaySentAfterTheAckArrivedAndGoneAfterItIsDispatchedThenAcked() throws IOException {
-        // the mark-delete position (3:5) is below it: the dispatcher's read cannot have dropped it
-        Consumer consumer = replayedWhileTheAckIsApplied(5);
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry()); // queued before the applied ack's marker
-        assertEquals(List.of("SUBSCRIBE", "DISPATCH", "ACK", "DISPATCH", "ACK"), types());
-    }
-
-    @Test
-    void aReplaySentAfterTheAckArrivedAndWrittenAfterItIsADispatchAlone() throws IOException {
-        Consumer consumer = replayedWhileTheAckIsApplied(5);
-        runQueued();
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
-        assertEquals(List.of("SUBSCRIBE", "DISPATCH", "ACK", "DISPATCH"), types());
-    }
-
-    @Test
-    void aReplaySentAfterTheAckArrivedAtOrBelowTheMarkDeleteIsADispatchAlone() throws IOException {
-        // the ack moved the mark-delete position to it and may have started the dispatcher's next
-        // read, which drops it from the pending acks (PendingAcksMap.removeAllUpTo) without its
-        // count: absent from the pending acks says nothing then. Taken as added after the ack,
-        // which a real broker shows far more often
-        Consumer consumer = replayedWhileTheAckIsApplied(7);
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
-        verify(consumer.getPendingAcks(), never()).contains(3L, 7L);
-        assertEquals(List.of("SUBSCRIBE", "DISPATCH", "ACK", "DISPATCH"), types());
-    }
-
-    @Test
-    void aReplayAddedAfterTheAckIsADispatchAlone() throws IOException {
-        // seen on a real broker: the ack was applied before the pending acks got the replay, so it
-        // removed nothing and the broker counts the replay; by the write, the dispatcher's next
-        // read may have dropped it from the pending acks (PendingAcksMap.removeAllUpTo, no count
-        // taken back). The write was queued after both markers
-        Consumer consumer = replaying(false, false);
-        ack(consumer, false);
-        runQueued();
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
-        assertEquals(List.of("SUBSCRIBE", "DISPATCH", "ACK", "DISPATCH"), types());
-    }
-
-    @Test
-    void aReplayGoneBeforeTheAckArrivedIsADispatchAlone() throws IOException {
-        // added and queued for writing before the ack arrived, yet not pending then: the
-        // dispatcher's read had dropped it (the mark-delete position passed it); the ack removed nothing
-        Consumer consumer = replaying(false, false);
-        ack(consumer, false);
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
-        assertEquals(List.of("SUBSCRIBE", "DISPATCH", "ACK", "DISPATCH"), types());
-    }
-
-    @Test
-    void anAckBeforeTheReplayWasSentIsNotLookedUp() throws IOException {
-        Consumer consumer = persistentSharedConsumer(false);
-        interceptor.consumerCreated(cnx, consumer, Map.of());
-        send(consumer);
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
-        ack(consumer, false);
-        send(consumer);
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
-        verify(consumer.getPendingAcks(), never()).contains(3L, 7L);
-        assertEquals(List.of("SUBSCRIBE", "DISPATCH", "ACK", "DISPATCH"),
-                lines().stream().map(DispatchOrderTest::type).toList());
-    }
-
-    @Test
-    void aBatchIndexAckLeavesTheReplayPending() throws IOException {
-        Consumer consumer = replaying(false, false);
-        ack(consumer, true);
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
-        verify(consumer.getPendingAcks(), never()).contains(3L, 7L);
-        assertEquals(List.of("SUBSCRIBE", "DISPATCH", "ACK", "DISPATCH"),
-                lines().stream().map(DispatchOrderTest::type).toList());
-    }
-
-    @Test
-    void aFirstDeliveryIsNotKeptInFlight() throws IOException {
-        Consumer consumer = persistentSharedConsumer(false);
-        interceptor.consumerCreated(cnx, consumer, Map.of());
-        send(consumer);
-        ack(consumer, false); // no client acks what it was not sent: nothing may mark it
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
-        verify(consumer.getPendingAcks(), never()).contains(3L, 7L);
-        assertEquals(List.of("SUBSCRIBE", "ACK", "DISPATCH"),
-                lines().stream().map(DispatchOrderTest::type).toList());
     }
 
     @Test

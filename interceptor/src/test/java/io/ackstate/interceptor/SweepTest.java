@@ -104,8 +104,10 @@ class SweepTest {
         return again;
     }
 
+    /** The cursor's mark-delete moved to {@code ledger:entry}, and was persisted there. */
     private static void markDelete(ManagedCursor cursor, long ledger, long entry) {
         when(cursor.getMarkDeletedPosition()).thenReturn(PositionFactory.create(ledger, entry));
+        when(cursor.getPersistentMarkDeletedPosition()).thenReturn(PositionFactory.create(ledger, entry));
     }
 
     /** Each line as {@code TYPE subscription ledger:entry}. */
@@ -145,17 +147,28 @@ class SweepTest {
 
     @Test
     void anExpiryAsTheTopicLoadedIsEmittedRightAfterItsLoadTopic() throws Exception {
+        // the TTL policy's expiry ran as the topic loaded: one subscription's mark-delete is
+        // persisted and its timestamp set; the other's is set in memory, the expiry's
+        // asyncMarkDelete still making the cursor's ledger (no timestamp yet)
         ManagedCursor expired = subscription("expired", true);
+        ManagedCursor persisting = subscription("persisting", true);
         ManagedCursor kept = subscription("kept", true);
-        markDelete(expired, 3, 7); // the TTL policy's expiry ran as the topic loaded
+        ManagedCursor earliest = subscription("earliest", true);
+        markDelete(expired, 3, 7);
         AckstateInterceptor.MARK_DELETE_ADVANCED.setLong(subscriptions.get("expired"), 1_700_000_000_000L);
+        markDelete(persisting, 3, 6);
+        when(persisting.getPersistentMarkDeletedPosition()).thenReturn(PositionFactory.create(3, 1));
         markDelete(kept, 3, 2); // where the broker recovered it
+        // a consumer is making this one at Earliest: behind the position it was persisted at
+        markDelete(earliest, 3, -1);
+        when(earliest.getPersistentMarkDeletedPosition()).thenReturn(PositionFactory.create(3, 9));
         interceptor.sweep(); // the first look at the loaded topic
         markDelete(kept, 3, 4); // moved after the load: the sweep's own MARK_DELETE
         interceptor.sweep();
         interceptor.sweep();
-        assertEquals(List.of("LOAD_TOPIC", "MARK_DELETE", "MARK_DELETE"), allTypes());
-        assertEquals(List.of("MARK_DELETE expired 3:7", "MARK_DELETE kept 3:4"), written());
+        assertEquals(List.of("LOAD_TOPIC", "MARK_DELETE", "MARK_DELETE", "MARK_DELETE"), allTypes());
+        assertEquals(List.of("MARK_DELETE expired 3:7", "MARK_DELETE persisting 3:6", "MARK_DELETE kept 3:4"),
+                written());
     }
 
     @Test
