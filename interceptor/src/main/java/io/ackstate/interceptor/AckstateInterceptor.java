@@ -25,6 +25,7 @@ import javax.servlet.http.HttpServletRequest;
 import javax.servlet.http.HttpServletResponse;
 import org.apache.bookkeeper.mledger.Position;
 import org.apache.pulsar.broker.PulsarService;
+import org.apache.pulsar.broker.service.BrokerService;
 import org.apache.pulsar.broker.service.Consumer;
 import org.apache.pulsar.broker.service.PendingAcksMap;
 import org.apache.pulsar.broker.service.Producer;
@@ -889,7 +890,11 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
      */
     void sweep() {
         try {
-            pulsar.getBrokerService().forEachTopic(topic -> {
+            BrokerService brokers = pulsar.getBrokerService();
+            if (brokers == null) {
+                return; // the broker is stopping: its topics are being unloaded
+            }
+            brokers.forEachTopic(topic -> {
                 if (topic instanceof PersistentTopic persistent) {
                     sweep(persistent);
                 }
