@@ -7,17 +7,12 @@ import static org.mockito.Mockito.times;
 import static org.mockito.Mockito.verify;
 import static org.mockito.Mockito.when;
 
-import io.netty.buffer.ByteBuf;
-import io.netty.buffer.Unpooled;
-import io.netty.channel.Channel;
-import io.netty.channel.ChannelHandlerContext;
-import io.netty.channel.EventLoop;
 import java.io.IOException;
 import java.lang.reflect.Constructor;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.CompletableFuture;
 import java.util.function.Supplier;
 import org.apache.bookkeeper.mledger.Entry;
 import org.apache.bookkeeper.mledger.ManagedCursor;
@@ -34,8 +29,6 @@ import org.apache.pulsar.common.api.proto.BaseCommand;
 import org.apache.pulsar.common.api.proto.CommandAck;
 import org.apache.pulsar.common.api.proto.CommandSubscribe.SubType;
 import org.apache.pulsar.common.api.proto.MessageMetadata;
-import org.apache.pulsar.common.protocol.Commands;
-import org.apache.pulsar.common.util.collections.ConcurrentLongHashMap;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -60,17 +53,12 @@ class AckOvertakingReplayTest {
 
     @BeforeEach
     void start() throws Exception {
-        EventLoop loop = mock(EventLoop.class);
-        Channel channel = mock(Channel.class);
-        when(channel.eventLoop()).thenReturn(loop);
-        ChannelHandlerContext ctx = mock(ChannelHandlerContext.class);
-        when(ctx.channel()).thenReturn(channel);
-        when(cnx.ctx()).thenReturn(ctx);
+        Connections.queuingOn(cnx, new ArrayList<>());
         interceptor = FileInterceptors.started(dir);
         consumer = sharedConsumer();
         interceptor.consumerCreated(cnx, consumer, Map.of());
         send();
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry()); // the first delivery, written
+        interceptor.messageDispatched(cnx, consumer, 3, 7, Connections.entry()); // the first delivery, written
     }
 
     @AfterEach
@@ -107,17 +95,8 @@ class AckOvertakingReplayTest {
         Supplier<PendingAcksRemoveHandler> removeHandler = () -> brokerHandler;
         pending = make.newInstance(shared, noAddHandler, removeHandler);
         when(shared.getPendingAcks()).thenReturn(pending);
-        ConcurrentLongHashMap<CompletableFuture<Consumer>> consumers =
-                ConcurrentLongHashMap.<CompletableFuture<Consumer>>newBuilder().build();
-        consumers.put(shared.consumerId(), CompletableFuture.completedFuture(shared));
-        when(cnx.getConsumers()).thenReturn(consumers);
+        Connections.connected(cnx, shared);
         return shared;
-    }
-
-    private static ByteBuf entry() {
-        MessageMetadata meta = new MessageMetadata().setProducerName("p").setSequenceId(1).setPublishTime(1L);
-        return Commands.serializeMetadataAndPayload(Commands.ChecksumType.Crc32c, meta,
-                Unpooled.wrappedBuffer(new byte[] {1}));
     }
 
     /** The dispatcher sends entry 3:7 to the consumer ({@code beforeSendMessage}), then adds it to
@@ -172,7 +151,7 @@ class AckOvertakingReplayTest {
     void aReplayTheAckTookOutBeforeItsWriteIsDispatchedThenAcked() throws IOException {
         redeliveredAndSentAgain();
         acked();
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
+        interceptor.messageDispatched(cnx, consumer, 3, 7, Connections.entry());
         List<String> lines = FileInterceptors.written(interceptor, dir);
         assertEquals(List.of("SUBSCRIBE", "DISPATCH", "REDELIVER", "ACK", "DISPATCH", "ACK"), types());
         String ack = lines.get(5);
@@ -186,7 +165,7 @@ class AckOvertakingReplayTest {
         pending.remove(3, 7);
         acked();
         send();
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
+        interceptor.messageDispatched(cnx, consumer, 3, 7, Connections.entry());
         assertEquals(List.of("SUBSCRIBE", "DISPATCH", "REDELIVER", "ACK", "DISPATCH"), types());
     }
 
@@ -197,7 +176,7 @@ class AckOvertakingReplayTest {
         redeliveredAndSentAgain();
         command(BaseCommand.Type.ACK);
         pending.removeAllUpTo(3, 7);
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
+        interceptor.messageDispatched(cnx, consumer, 3, 7, Connections.entry());
         assertEquals(List.of("SUBSCRIBE", "DISPATCH", "REDELIVER", "DISPATCH"), types());
     }
 
@@ -207,14 +186,14 @@ class AckOvertakingReplayTest {
         command(BaseCommand.Type.ACK);
         command(BaseCommand.Type.REDELIVER_UNACKNOWLEDGED_MESSAGES); // the next command on the thread
         pending.remove(3, 7);
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
+        interceptor.messageDispatched(cnx, consumer, 3, 7, Connections.entry());
         assertEquals(List.of("SUBSCRIBE", "DISPATCH", "REDELIVER", "REDELIVER", "DISPATCH"), types());
     }
 
     @Test
     void aReplayWrittenBeforeTheAckIsADispatchThenTheAck() throws IOException {
         redeliveredAndSentAgain();
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
+        interceptor.messageDispatched(cnx, consumer, 3, 7, Connections.entry());
         acked();
         assertEquals(List.of("SUBSCRIBE", "DISPATCH", "REDELIVER", "DISPATCH", "ACK"), types());
     }
@@ -229,7 +208,7 @@ class AckOvertakingReplayTest {
         pending.addPendingAckIfAllowed(3, 8, 1, 0);
         command(BaseCommand.Type.ACK);
         pending.remove(3, 8);
-        interceptor.messageDispatched(cnx, consumer, 3, 8, entry());
+        interceptor.messageDispatched(cnx, consumer, 3, 8, Connections.entry());
         assertEquals(List.of("SUBSCRIBE", "DISPATCH", "DISPATCH"), types());
     }
 

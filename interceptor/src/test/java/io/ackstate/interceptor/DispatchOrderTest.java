@@ -2,24 +2,16 @@ package io.ackstate.interceptor;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.mockito.ArgumentMatchers.any;
-import static org.mockito.Mockito.doAnswer;
 import static org.mockito.Mockito.mock;
 import static org.mockito.Mockito.never;
 import static org.mockito.Mockito.verify;
 import static org.mockito.Mockito.when;
 
-import io.netty.buffer.ByteBuf;
-import io.netty.buffer.Unpooled;
-import io.netty.channel.Channel;
-import io.netty.channel.ChannelHandlerContext;
-import io.netty.channel.EventLoop;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.CompletableFuture;
 import org.apache.pulsar.broker.service.Consumer;
 import org.apache.pulsar.broker.service.PendingAcksMap;
 import org.apache.pulsar.broker.service.ServerCnx;
@@ -27,9 +19,6 @@ import org.apache.pulsar.broker.service.Subscription;
 import org.apache.pulsar.broker.service.Topic;
 import org.apache.pulsar.common.api.proto.BaseCommand;
 import org.apache.pulsar.common.api.proto.CommandSubscribe.SubType;
-import org.apache.pulsar.common.api.proto.MessageMetadata;
-import org.apache.pulsar.common.protocol.Commands;
-import org.apache.pulsar.common.util.collections.ConcurrentLongHashMap;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -52,13 +41,7 @@ class DispatchOrderTest {
 
     @BeforeEach
     void start() throws Exception {
-        EventLoop loop = mock(EventLoop.class);
-        doAnswer(call -> queued.add(call.getArgument(0))).when(loop).execute(any());
-        Channel channel = mock(Channel.class);
-        when(channel.eventLoop()).thenReturn(loop);
-        ChannelHandlerContext ctx = mock(ChannelHandlerContext.class);
-        when(ctx.channel()).thenReturn(channel);
-        when(cnx.ctx()).thenReturn(ctx);
+        Connections.queuingOn(cnx, queued);
         interceptor = FileInterceptors.started(dir);
     }
 
@@ -93,12 +76,6 @@ class DispatchOrderTest {
         return consumer;
     }
 
-    private static ByteBuf entry() {
-        MessageMetadata meta = new MessageMetadata().setProducerName("p").setSequenceId(1).setPublishTime(1L);
-        return Commands.serializeMetadataAndPayload(Commands.ChecksumType.Crc32c, meta,
-                Unpooled.wrappedBuffer(new byte[] {1}));
-    }
-
     private List<String> lines() throws IOException {
         return FileInterceptors.written(interceptor, dir);
     }
@@ -115,15 +92,13 @@ class DispatchOrderTest {
 
     @Test
     void aMessageStillPendingIsADispatchAlone() throws IOException {
-        interceptor.messageDispatched(cnx, sharedConsumer(true), 3, 7, entry());
+        interceptor.messageDispatched(cnx, sharedConsumer(true), 3, 7, Connections.entry());
         assertEquals(List.of("SUBSCRIBE", "DISPATCH"), lines().stream().map(DispatchOrderTest::type).toList());
     }
 
     /** The connection's consumers, where a command that names a consumer finds it. */
     private void connect(Consumer consumer) {
-        ConcurrentLongHashMap<CompletableFuture<Consumer>> consumers = ConcurrentLongHashMap.<CompletableFuture<Consumer>>newBuilder().build();
-        consumers.put(consumer.consumerId(), CompletableFuture.completedFuture(consumer));
-        when(cnx.getConsumers()).thenReturn(consumers);
+        Connections.connected(cnx, consumer);
     }
 
     /** The client's redeliver-all, as the broker's connection hands it to the interceptor. */
@@ -138,7 +113,7 @@ class DispatchOrderTest {
     void aMessageTheBrokerTookBackIsDispatchedThenRedelivered() throws IOException {
         Consumer consumer = sharedConsumer(false);
         redeliverAll(consumer);
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
+        interceptor.messageDispatched(cnx, consumer, 3, 7, Connections.entry());
         List<String> lines = lines();
         assertEquals(List.of("SUBSCRIBE", "REDELIVER", "DISPATCH", "REDELIVER"),
                 lines.stream().map(DispatchOrderTest::type).toList());
@@ -164,7 +139,7 @@ class DispatchOrderTest {
         Consumer consumer = sharedConsumer(false);
         redeliverAll(consumer);
         runQueued();
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
+        interceptor.messageDispatched(cnx, consumer, 3, 7, Connections.entry());
         verify(consumer.getPendingAcks(), never()).contains(3L, 7L);
         assertEquals(List.of("SUBSCRIBE", "REDELIVER", "DISPATCH"),
                 lines().stream().map(DispatchOrderTest::type).toList());
@@ -176,9 +151,9 @@ class DispatchOrderTest {
         redeliverAll(consumer);
         redeliverAll(consumer);
         queued.remove(0).run(); // the first marker: writes queued before the second still follow
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
+        interceptor.messageDispatched(cnx, consumer, 3, 7, Connections.entry());
         runQueued();
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
+        interceptor.messageDispatched(cnx, consumer, 3, 7, Connections.entry());
         assertEquals(List.of("SUBSCRIBE", "REDELIVER", "REDELIVER", "DISPATCH", "REDELIVER", "DISPATCH"),
                 lines().stream().map(DispatchOrderTest::type).toList());
     }
@@ -186,7 +161,7 @@ class DispatchOrderTest {
     @Test
     void withoutARecentRedeliverAllThePendingAcksAreNotLookedUp() throws IOException {
         Consumer consumer = sharedConsumer(false);
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
+        interceptor.messageDispatched(cnx, consumer, 3, 7, Connections.entry());
         verify(consumer.getPendingAcks(), never()).contains(3L, 7L);
         assertEquals(List.of("SUBSCRIBE", "DISPATCH"), lines().stream().map(DispatchOrderTest::type).toList());
     }
@@ -198,7 +173,7 @@ class DispatchOrderTest {
         Consumer consumer = sharedConsumer(true);
         interceptor.consumerCreated(cnx, consumer, Map.of());
         interceptor.consumerClosed(cnx, consumer, Map.of());
-        interceptor.messageDispatched(cnx, consumer, 3, 7, entry());
+        interceptor.messageDispatched(cnx, consumer, 3, 7, Connections.entry());
         assertEquals(List.of("SUBSCRIBE", "CLOSE_CONSUMER"), lines().stream().map(DispatchOrderTest::type).toList());
     }
 

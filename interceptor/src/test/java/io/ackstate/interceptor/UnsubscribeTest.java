@@ -1,14 +1,9 @@
 package io.ackstate.interceptor;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.mockito.ArgumentMatchers.any;
-import static org.mockito.Mockito.doAnswer;
 import static org.mockito.Mockito.mock;
 import static org.mockito.Mockito.when;
 
-import io.netty.channel.Channel;
-import io.netty.channel.ChannelHandlerContext;
-import io.netty.channel.EventLoop;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -41,8 +36,7 @@ class UnsubscribeTest {
     private AckstateInterceptor interceptor;
     private final ServerCnx cnx = mock(ServerCnx.class);
     private final Topic topic = mock(Topic.class);
-    private final ConcurrentLongHashMap<CompletableFuture<Consumer>> connected =
-            ConcurrentLongHashMap.<CompletableFuture<Consumer>>newBuilder().build();
+    private ConcurrentLongHashMap<CompletableFuture<Consumer>> connected;
     /** The looks the plugin queued on the connection's event loop, not run until a test does. */
     private final List<Runnable> looks = new ArrayList<>();
 
@@ -50,14 +44,8 @@ class UnsubscribeTest {
     void start() throws Exception {
         interceptor = FileInterceptors.started(dir);
         when(topic.getName()).thenReturn(TOPIC);
-        EventLoop loop = mock(EventLoop.class);
-        doAnswer(call -> looks.add(call.getArgument(0))).when(loop).execute(any());
-        Channel channel = mock(Channel.class);
-        when(channel.eventLoop()).thenReturn(loop);
-        ChannelHandlerContext ctx = mock(ChannelHandlerContext.class);
-        when(ctx.channel()).thenReturn(channel);
-        when(cnx.ctx()).thenReturn(ctx);
-        when(cnx.getConsumers()).thenReturn(connected);
+        Connections.queuingOn(cnx, looks);
+        connected = Connections.connected(cnx);
     }
 
     @AfterEach
