@@ -43,35 +43,35 @@ final class PendingAckRemovals implements PendingAcksRemoveHandler {
         this.replays = replays;
     }
 
-    /** Watches {@code consumer}'s pending acks for {@code replays}; false if they cannot be watched. */
+    /** Watches {@code consumer}'s pending acks for {@code replays}, unless they cannot be watched
+     *  (logged: the field's absence once, at class load; a failure here, per consumer). */
     @SuppressWarnings("unchecked")
-    static boolean watch(Consumer consumer, ReplaysInFlight replays) {
+    static void watch(Consumer consumer, ReplaysInFlight replays) {
         PendingAcksMap pending = consumer.getPendingAcks();
         if (SUPPLIER == null || pending == null) {
-            return false;
+            return;
         }
         try {
             Supplier<PendingAcksRemoveHandler> broker = (Supplier<PendingAcksRemoveHandler>) SUPPLIER.get(pending);
-            if (broker == null) {
-                return false;
+            if (broker != null) {
+                PendingAckRemovals watch = new PendingAckRemovals(broker, replays);
+                Supplier<PendingAcksRemoveHandler> watched = () -> watch;
+                SUPPLIER.set(pending, watched);
             }
-            PendingAckRemovals watch = new PendingAckRemovals(broker, replays);
-            Supplier<PendingAcksRemoveHandler> watched = () -> watch;
-            SUPPLIER.set(pending, watched);
-            return true;
         } catch (ReflectiveOperationException | RuntimeException e) {
             log.warn("ackstate interceptor: the pending acks of {} cannot be watched; an ack that overtakes a "
                     + "replay's write will be counted twice", consumer, e);
-            return false;
         }
     }
 
-    /** In {@code onPulsarCommand}, before the broker handles {@code command} on this thread. */
+    /** In {@code onPulsarCommand}, before the broker handles {@code command} on this thread. A
+     *  cleared flag is set to null, not removed, so that the event loop's ack and flow commands do
+     *  not take the thread's map entry out and put it back each time. */
     static void commandArriving(boolean ack) {
         if (ack) {
             ACKING.set(Boolean.TRUE);
         } else if (ACKING.get() != null) {
-            ACKING.remove();
+            ACKING.set(null);
         }
     }
 
