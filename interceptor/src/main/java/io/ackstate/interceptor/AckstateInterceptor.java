@@ -250,7 +250,7 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
      * read again by the sweep, which finds its move against the position recorded here.
      */
     private void expiredAtLoad(PartitionLog partition, Topic topic) {
-        if (!(topic instanceof PersistentTopic persistent) || MARK_DELETE_ADVANCED == null) {
+        if (!(topic instanceof PersistentTopic persistent)) {
             return;
         }
         persistent.getSubscriptions().forEach((name, sub) -> {
@@ -261,7 +261,8 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                 Position markDelete = sub.getCursor().getMarkDeletedPosition();
                 Position persisted = sub.getCursor().getPersistentMarkDeletedPosition();
                 partition.swept.firstSeen(sub, markDelete);
-                if (MARK_DELETE_ADVANCED.getLong(sub) > 0 || persisted != null && markDelete.compareTo(persisted) > 0) {
+                boolean advanced = MARK_DELETE_ADVANCED != null && MARK_DELETE_ADVANCED.getLong(sub) > 0;
+                if (advanced || persisted != null && markDelete.compareTo(persisted) > 0) {
                     offerMoved(partition, Event.Type.MARK_DELETE, name, markDelete);
                 }
             } catch (Throwable t) {
