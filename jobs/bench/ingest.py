@@ -320,13 +320,14 @@ def run_passthrough(
 
 def ackstate_options(config: AckstateConfig | None, source: str, warehouse: Path) -> IngestOptions:
     """The ingest a bench measures: one file per micro-batch, and what ``--conf`` says of the
-    engine (``EngineSettings``) and of the batch's table writes (``[ingest] write_threads``),
+    engine (``EngineSettings``) and of the batch's table writes (``[ingest] write_threads``, ``write_mode``),
     as ``ackstate ingest --conf`` would run it; the packaged defaults without one."""
     from jobs.ingest.options import (
         IngestOptions,
         engine_settings,
         interpreted_rows,
         warm_state,
+        write_mode,
         write_threads,
     )
     from jobs.platform.config import load_config
@@ -339,6 +340,7 @@ def ackstate_options(config: AckstateConfig | None, source: str, warehouse: Path
         settings=engine_settings(config),
         write_threads=write_threads(config),
         warm_state=warm_state(config),
+        write_mode=write_mode(config),
         interpreted_rows=interpreted_rows(config),
     )
 

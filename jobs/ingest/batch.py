@@ -152,7 +152,15 @@ class BatchWriter:
         self._first_batch = True
         self._written = 0  # batches with input, for [ingest] compact_every
         self._sessions: list[SparkSession] = []  # for concurrent writes (_write_sessions)
-        self.writer = DeltaWriter(options.warehouse, options.app_id, on_write=self._written_one)
+        self.writer = DeltaWriter(
+            options.warehouse,
+            options.app_id,
+            on_write=self._written_one,
+            rewrite=options.write_mode == "rewrite",
+        )
+        self._touched: list[PartitionKey] | None = None
+        """The topic partitions of the batch being written (None: not known, as in a bootstrap's
+        ``write_output``): its MERGEs are then rewrites of their files (``jobs.platform.rewrite``)."""
         self.warm = WarmState() if options.warm_state else None
         """The state the last batches committed (``jobs.ingest.warm``); None: always read Delta."""
         self.repeats: int | None = -1
@@ -222,6 +230,7 @@ class BatchWriter:
         """
         self._phases = _Phases(batch_id, self.on_phase)
         self._recovered = NOTHING_WRITTEN  # a bootstrap's batch id is new each time
+        self._touched = None
         started = time.time()
         out = out.localCheckpoint(eager=True)
         none = out.limit(0)  # no input rows, so nothing valid and nothing rejected
@@ -250,6 +259,7 @@ class BatchWriter:
         try:
             keys = ["topic", "partition"]
             touched = [(r["topic"], r["partition"]) for r in valid.select(*keys).distinct().collect()]
+            self._touched = touched
             # pinned: the versions a crashed run of this batch read (a version of a table it
             # did not know, e.g. ledger_trims, is absent: nothing to read there)
             versions = pinned or read_versions(spark, self.options.warehouse)
@@ -518,6 +528,8 @@ class BatchWriter:
             self._append(spark, projection.table, rows, tag)
             return
         merge = projection.write(self.writer.merge(projection.table, rows))
+        if self._touched is not None:
+            merge = merge.within(self._touched)
         if gone is not None and projection.table in SUBSCRIPTION_TABLES:
             merge = merge.when_not_matched_by_source_delete(gone)
         merge.execute(spark, version=batch_id, tag=tag)

@@ -33,6 +33,10 @@ class IngestOptions:
     """``[ingest] warm_state``: a batch takes the state of its topic partitions from the last
     batch's when no other writer changed the state tables since (``jobs.ingest.warm``);
     false: every batch reads it from Delta."""
+    write_mode: str = "rewrite"
+    """``[ingest] write_mode``: ``rewrite`` writes a batch's changes to a projection table as a
+    Delta transaction that replaces the files holding its topic partitions
+    (``jobs.platform.rewrite``); ``merge`` as a Delta MERGE. The rows are the same."""
     interpreted_rows: int = 50_000
     """``[ingest] interpreted_rows``: a micro-batch of at most this many input records runs
     Spark's expressions interpreted instead of as generated code (``BatchWriter``); 0 = never."""
@@ -94,6 +98,17 @@ def interpreted_rows(config: AckstateConfig) -> int:
     if rows < 0:
         raise IngestError(f"[ingest] interpreted_rows = {rows}: use 0 (never) or a number of input records")
     return rows
+
+
+WRITE_MODES = ("rewrite", "merge")
+
+
+def write_mode(config: AckstateConfig) -> str:
+    """``[ingest] write_mode``: how a batch writes its projection tables (``IngestOptions``)."""
+    mode = str(config.ingest.get("write_mode", IngestOptions.write_mode))
+    if mode not in WRITE_MODES:
+        raise IngestError(f"[ingest] write_mode = {mode!r}: use one of {', '.join(WRITE_MODES)}")
+    return mode
 
 
 def warm_state(config: AckstateConfig) -> bool:

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from jobs.platform.rewrite import REWRITE_PREDICATE
 from jobs.platform.tables import latest_version, table_path
 from schemas.tables import TABLES
 
@@ -69,7 +70,8 @@ NOTHING_WRITTEN = Recovery({}, frozenset())
 """A batch no earlier run committed any part of."""
 
 APPEND_OPERATION = "WRITE"
-"""The history ``operation`` of a DataFrameWriter append (a MERGE's is ``MERGE``)."""
+"""The history ``operation`` of a DataFrameWriter append (a MERGE's is ``MERGE``). A rewrite
+(``jobs.platform.rewrite``) is a ``WRITE`` too, told apart by its ``predicate``."""
 
 
 def recover(spark: SparkSession, warehouse: str, tag: str) -> Recovery:
@@ -89,11 +91,12 @@ def recover(spark: SparkSession, warehouse: str, tag: str) -> Recovery:
         if not DeltaTable.isDeltaTable(spark, path):
             continue
         history = DeltaTable.forPath(spark, path).history(100)
-        for row in history.select("version", "operation", "userMetadata").collect():
+        for row in history.select("version", "operation", "operationParameters", "userMetadata").collect():
             match = _METADATA.match(row["userMetadata"] or "")
             if match is None or match["tag"] != tag:
                 continue
-            if row["operation"] == APPEND_OPERATION:
+            predicate = (row["operationParameters"] or {}).get("predicate") or ""
+            if row["operation"] == APPEND_OPERATION and REWRITE_PREDICATE not in predicate:
                 appended.add(name)
             if match["versions"]:
                 read = read or {

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from jobs.platform.retry import DEFAULT_ATTEMPTS, retry_on_conflict
+from jobs.platform.rewrite import Clause, FileRewrite, PartitionKey
 from jobs.platform.session import session_settings
 from jobs.platform.tables import table_path
 from schemas.tables import TABLE_KEYS, TABLES
@@ -46,13 +47,6 @@ IS_DELETE = f"s.op = '{DELETE}'"
 
 
 @dataclass(frozen=True)
-class _Clause:
-    kind: str  # "delete", "update", "insert", "delete_unmatched"
-    condition: str | None
-    columns: tuple[str, ...] | None  # None: every column of the table
-
-
-@dataclass(frozen=True)
 class TableMerge:
     """One MERGE into one table, built clause by clause; clauses run in the order given."""
 
@@ -60,8 +54,11 @@ class TableMerge:
     table: str
     source: DataFrame
     on: str
-    clauses: tuple[_Clause, ...] = ()
+    clauses: tuple[Clause, ...] = ()
     app_id: str | None = None
+    partitions: tuple[PartitionKey, ...] | None = None
+    """The topic partitions that hold every source row and every row a clause may delete
+    (``within``); None: unknown, so the write is a MERGE."""
 
     def on_keys(self, keys: Sequence[str]) -> TableMerge:
         """Match on ``keys`` instead of the table's key (another unique column set)."""
@@ -75,6 +72,12 @@ class TableMerge:
         """A second idempotent write to one table in one batch needs an app id of its own:
         Delta skips a second commit of the same (app id, version) to a table."""
         return replace(self, app_id=app_id)
+
+    def within(self, partitions: Sequence[PartitionKey]) -> TableMerge:
+        """Every source row, and every table row a clause may delete, lies in ``partitions``
+        (topic, partition): a writer with a ``FileRewrite`` then replaces the files holding
+        them instead of running a MERGE (``jobs.platform.rewrite``)."""
+        return replace(self, partitions=tuple(partitions))
 
     def when_matched_delete(self, condition: str | None = None) -> TableMerge:
         return self._add("delete", condition, None)
@@ -104,13 +107,31 @@ class TableMerge:
     def execute(
         self, spark: SparkSession, *, version: int | None = None, tag: str | None = None
     ) -> Row | None:
-        """Run the MERGE (again on a conflict); its metrics row (``num_deleted_rows``, ...)."""
+        """Run the MERGE (again on a conflict); its metrics row (``num_deleted_rows``, ...), or
+        None when it was written as a rewrite (``within``)."""
         from delta.tables import DeltaTable
 
         columns = self.writer.columns(self.table, self.source.columns)
         began = time.time()
 
+        rewrite = self.writer.rewrite if self._by_partition() else None
+
         def run() -> Row | None:
+            if rewrite is not None and self.partitions is not None:
+                path = table_path(self.writer.warehouse, self.table)
+                if rewrite.write(
+                    spark,
+                    path,
+                    self.table,
+                    self.source,
+                    self.on,
+                    self.clauses,
+                    self.partitions,
+                    app_id=(self.app_id or self.writer.app_id) if version is not None else None,
+                    version=version,
+                    tag=tag,
+                ):
+                    return None
             merge = (
                 DeltaTable.forPath(spark, table_path(self.writer.warehouse, self.table))
                 .alias("t")
@@ -132,8 +153,15 @@ class TableMerge:
         self.writer.written(f"merge {self.table}", began)
         return metrics
 
+    def _by_partition(self) -> bool:
+        """Whether the match is on topic and partition among its keys, so that a source row
+        matches only rows of its own topic partition (``within``)."""
+        return self.partitions is not None and all(
+            _key_condition([k]) in self.on.split(" AND ") for k in ("topic", "partition")
+        )
+
     def _add(self, kind: str, condition: str | None, columns: tuple[str, ...] | None) -> TableMerge:
-        return replace(self, clauses=(*self.clauses, _Clause(kind, condition, columns)))
+        return replace(self, clauses=(*self.clauses, Clause(kind, condition, columns)))
 
 
 class DeltaWriter:
@@ -141,7 +169,8 @@ class DeltaWriter:
 
     ``app_id`` is the idempotency key of its versioned writes; ``on_write`` is called with a
     write's name (``merge cursors``, ``write send_receipts``) and its start time when it is done
-    (the ingest's per-phase timing); ``attempts`` bounds the retries of a conflicting commit.
+    (the ingest's per-phase timing); ``attempts`` bounds the retries of a conflicting commit;
+    ``rewrite``: a MERGE told its topic partitions (``TableMerge.within``) is written as a rewrite.
     """
 
     def __init__(
@@ -151,11 +180,15 @@ class DeltaWriter:
         *,
         on_write: Callable[[str, float], None] | None = None,
         attempts: int = DEFAULT_ATTEMPTS,
+        rewrite: bool = False,
     ) -> None:
         self.warehouse = warehouse
         self.app_id = app_id
         self.on_write = on_write
         self.attempts = attempts
+        self.rewrite = FileRewrite() if rewrite else None
+        """The MERGEs told ``within`` which topic partitions they touch are written as
+        rewrites (``jobs.platform.rewrite``), with the files of each table kept between them."""
 
     def merge(self, table: str, source: DataFrame) -> TableMerge:
         """A MERGE of ``source`` (alias ``s``) into ``table`` (alias ``t``) on the table's key."""

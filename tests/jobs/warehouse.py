@@ -68,6 +68,7 @@ def ingest(
     on_phase: Callable[[int, str], None] | None = None,
     warm_state: bool = True,
     settings: EngineSettings | None = None,
+    write_mode: str = IngestOptions.write_mode,
 ) -> BatchWriter:
     """``ackstate ingest --trigger available-now --max-files-per-trigger 1``, in this session;
     the query's ``BatchWriter``.
@@ -81,6 +82,7 @@ def ingest(
         max_files_per_trigger=1,
         write_threads=write_threads,
         warm_state=warm_state,
+        write_mode=write_mode,
         settings=settings if settings is not None else EngineSettings(),
     )
 

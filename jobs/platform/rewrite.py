@@ -1,0 +1,312 @@
+"""A batch's MERGE into a projection table, written as a Delta transaction of ackstate's own.
+
+Why: a MERGE of a thousand changed rows costs a small table 1.3-1.6 s of a two-core machine
+(README, "Benchmarks"): Delta plans and runs about five Spark jobs, among them the state of the
+table's current version and a join that finds the files holding matched rows. A batch's
+changes all lie in the topic partitions it touched, and every table is keyed by topic partition
+first, so the files to replace can be found from each file's statistics (the smallest and
+largest ``topic`` and ``partition`` it holds) without a join. ``FileRewrite`` then:
+
+1. starts a transaction (``DeltaLog.startTransaction``) and marks the whole table read, so that
+   any concurrent commit that adds or removes data conflicts (``jobs.platform.retry``);
+2. finds the files whose statistics may hold a touched topic partition, from a list of the
+   table's files it keeps between batches (``_Files``): while the table's newest version is the
+   one this writer committed, nobody else changed the list;
+3. reads those files' rows, applies the MERGE's clauses to them and the source in one full
+   outer join (``merged``: the same rows a MERGE would leave), writes the result as new files
+   (``writeFiles``), and commits their adds with the removes of the files read and, for a
+   batch's write, Delta's idempotent-write action (``SetTransaction``: the app id and the
+   batch id, as a MERGE with ``txnAppId``/``txnVersion`` commits it).
+
+A batch that a crashed run already committed to the table is skipped: the transaction asks
+Delta for the app id's last version (``txnVersion``) unless this writer knows it, because the
+table's newest version is its own commit. The list of files is rebuilt from Delta's snapshot
+(one Spark job) when the table moved under the writer (compaction, another writer, a new run).
+
+The commit is Delta's ``WRITE`` operation with ``userMetadata`` = the batch's tag and a
+``predicate`` that names it a rewrite (``rewrite_predicate``: an append has none); the rows
+are those a MERGE would leave, in files of their own. A table with deletion vectors or column
+mapping is not read this way (its files alone do not give its rows): such a write stays a MERGE.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from schemas.tables import TABLES
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+log = logging.getLogger("ackstate.rewrite")
+
+PartitionKey = tuple[str, int]
+
+REWRITE_PREDICATE = "ackstate rewrite"
+"""How a rewrite's commit is told from an append in the history: its ``predicate`` begins so."""
+
+_DELETE, _KEEP, _INSERT = "d", "k", "i"
+_IN_TARGET, _IN_SOURCE = "__ackstate_t", "__ackstate_s"
+
+
+@dataclass(frozen=True)
+class Clause:
+    """One MERGE clause (``jobs.platform.delta_writer``): ``delete``, ``update`` (``columns``:
+    None for every column), ``insert`` or ``delete_unmatched``; ``condition`` None: always."""
+
+    kind: str
+    condition: str | None
+    columns: tuple[str, ...] | None
+
+
+@dataclass
+class _File:
+    """A data file of the table: its ``AddFile`` (a JVM object, for its remove) and the range of
+    topic partitions its statistics give (None: unknown, so it may hold any)."""
+
+    add: Any
+    lowest: PartitionKey | None
+    highest: PartitionKey | None
+
+    def may_hold(self, key: PartitionKey) -> bool:
+        if self.lowest is None or self.highest is None:
+            return True
+        return self.lowest <= key <= self.highest
+
+
+@dataclass
+class _Files:
+    """The table's files at ``version``, and the idempotent-write versions known at it."""
+
+    version: int
+    files: dict[str, _File]
+    txn_versions: dict[str, int] = field(default_factory=dict)
+
+
+def merged(
+    target: DataFrame,
+    source: DataFrame,
+    on: str,
+    clauses: Sequence[Clause],
+    table_columns: Sequence[str],
+    source_columns: Iterable[str],
+) -> DataFrame:
+    """The rows a MERGE of ``source`` (alias ``s``) into ``target`` (alias ``t``) on ``on`` leaves
+    of ``target``'s rows, with Delta's clause semantics: a matched row takes the first matched
+    clause whose condition holds (delete, or update of its columns) and is kept as it is if
+    none does; a target row no source row matches is deleted by the first ``delete_unmatched``
+    whose condition holds; a source row that matches nothing is inserted by the first insert
+    clause whose condition holds. A condition that is null does not hold."""
+    from pyspark.sql import functions as F
+
+    given = set(source_columns)
+    t = target.select("*", F.lit(True).alias(_IN_TARGET)).alias("t")
+    s = source.select("*", F.lit(True).alias(_IN_SOURCE)).alias("s")
+    joined = t.join(s, F.expr(on), "full_outer")
+    in_t = F.col(f"t.{_IN_TARGET}").isNotNull()
+    in_s = F.col(f"s.{_IN_SOURCE}").isNotNull()
+
+    def holds(condition: str | None) -> Column:
+        return F.lit(True) if condition is None else F.coalesce(F.expr(condition), F.lit(False))
+
+    action = F.when(F.lit(False), F.lit(None))
+    updates: list[tuple[str, tuple[str, ...] | None]] = []
+    for clause in clauses:
+        if clause.kind == "delete":
+            action = action.when(in_t & in_s & holds(clause.condition), F.lit(_DELETE))
+        elif clause.kind == "update":
+            name = f"u{len(updates)}"
+            updates.append((name, clause.columns))
+            action = action.when(in_t & in_s & holds(clause.condition), F.lit(name))
+        elif clause.kind == "insert":
+            action = action.when(~in_t & in_s & holds(clause.condition), F.lit(_INSERT))
+        elif clause.kind == "delete_unmatched":
+            action = action.when(in_t & ~in_s & holds(clause.condition), F.lit(_DELETE))
+        else:
+            raise ValueError(f"unknown MERGE clause {clause.kind!r}")
+    action = action.when(in_t, F.lit(_KEEP)).otherwise(F.lit(_DELETE))
+
+    def from_source(column: str) -> Column:
+        return F.col(f"s.`{column}`") if column in given else F.lit(None)
+
+    columns = []
+    for column in table_columns:
+        kept = F.col(f"t.`{column}`")
+        value = F.when(F.col("_action") == _INSERT, from_source(column))
+        for name, updated in updates:  # an update of every column sets those the source has
+            if column in (given if updated is None else updated):
+                value = value.when(F.col("_action") == name, from_source(column))
+        columns.append(value.otherwise(kept).cast(target.schema[column].dataType).alias(column))
+    return joined.withColumn("_action", action).filter(F.col("_action") != _DELETE).select(*columns)
+
+
+class FileRewrite:
+    """The rewrites of one writer (an ingest query's ``DeltaWriter``) and its lists of files.
+
+    The lists are per table; a table is written by one thread at a time (one write per table
+    per batch), so they need no lock beyond the one that guards the dictionary.
+    """
+
+    def __init__(self) -> None:
+        self._files: dict[str, _Files] = {}
+        self._lock = threading.Lock()
+
+    def write(
+        self,
+        spark: SparkSession,
+        path: str,
+        table: str,
+        source: DataFrame,
+        on: str,
+        clauses: Sequence[Clause],
+        partitions: Iterable[PartitionKey],
+        *,
+        app_id: str | None,
+        version: int | None,
+        tag: str | None,
+    ) -> bool:
+        """Apply the MERGE to the files holding ``partitions`` and commit; False (nothing done)
+        when the table is one this cannot read by its files (module docstring). Raises Delta's
+        conflict errors for ``jobs.platform.retry``."""
+        jvm = spark._jvm  # type: ignore[attr-defined]
+        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)  # type: ignore[attr-defined]
+        txn = delta_log.startTransaction()
+        if not _readable_by_files(txn):
+            return False
+        read_version = int(txn.readVersion())
+        known = self._current(txn, path, read_version)
+        if version is not None and app_id is not None:
+            if app_id not in known.txn_versions:
+                known.txn_versions[app_id] = int(txn.txnVersion(app_id))
+            if known.txn_versions[app_id] >= version:
+                log.info("%s: batch %d of %s already committed; not written again", table, version, app_id)
+                return True
+        txn.readWholeTable()
+        wanted = sorted(set(partitions))
+        candidates = [(name, f) for name, f in known.files.items() if any(f.may_hold(key) for key in wanted)]
+        txn.trackFilesRead(_seq(jvm, [f.add for _, f in candidates]))
+        schema = TABLES[table]
+        if candidates:
+            target = spark.read.schema(schema).parquet(*[_absolute(path, name) for name, _ in candidates])
+        else:
+            target = spark.createDataFrame([], schema)
+        rows = merged(target, source, on, clauses, schema.fieldNames(), source.columns)
+        written = list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(txn.writeFiles(rows._jdf)))
+        now = int(time.time() * 1000)
+        actions = [f.add.removeWithTimestamp(now, True) for _, f in candidates] + written
+        if version is not None and app_id is not None:
+            at = jvm.scala.Option.apply(jvm.java.lang.Long.valueOf(str(now)))
+            actions.append(jvm.org.apache.spark.sql.delta.actions.SetTransaction(app_id, version, at))
+        committed = int(txn.commit(_seq(jvm, actions), _write_operation(jvm, tag, len(wanted))))
+        self._committed(path, known, read_version, committed, candidates, written, app_id, version)
+        return True
+
+    def _current(self, txn: Any, path: str, read_version: int) -> _Files:
+        """The table's files at ``read_version``: kept, or read from Delta's snapshot."""
+        with self._lock:
+            kept = self._files.get(path)
+        if kept is not None and kept.version == read_version:
+            return kept
+        files = {}
+        for add in txn.snapshot().allFiles().collectAsList():
+            lowest, highest = partition_range(add.stats())
+            files[add.path()] = _File(add, lowest, highest)
+        log.debug("%s: %d file(s) at version %d read from Delta", path, len(files), read_version)
+        return _Files(read_version, files)
+
+    def _committed(
+        self,
+        path: str,
+        known: _Files,
+        read_version: int,
+        committed: int,
+        removed: list[tuple[str, _File]],
+        written: list[Any],
+        app_id: str | None,
+        version: int | None,
+    ) -> None:
+        """Keep the files after this commit, if it is the only one since ``read_version``."""
+        if committed != read_version + 1:
+            with self._lock:
+                self._files.pop(path, None)
+            return
+        files = dict(known.files)
+        for name, _ in removed:
+            files.pop(name, None)
+        for add in written:
+            lowest, highest = partition_range(add.stats())
+            files[add.path()] = _File(add, lowest, highest)
+        txn_versions = dict(known.txn_versions)
+        if app_id is not None and version is not None:
+            txn_versions[app_id] = version
+        with self._lock:
+            self._files[path] = _Files(committed, files, txn_versions)
+
+
+def _readable_by_files(txn: Any) -> bool:
+    """Whether the table's rows are exactly its files' rows: no deletion vectors, no column
+    mapping (the only table features of Delta that change what a file's rows mean)."""
+    metadata = txn.metadata()
+    configuration = metadata.configuration()
+    mapping = configuration.get("delta.columnMapping.mode")
+    if not mapping.isEmpty() and mapping.get() != "none":
+        return False
+    return "deletionVectors" not in str(txn.protocol().toString())
+
+
+def partition_range(stats: str | None) -> tuple[PartitionKey | None, PartitionKey | None]:
+    """The smallest and largest (topic, partition) a file's statistics allow (None: unknown).
+
+    Delta truncates string statistics to a prefix, the largest with a last character above any
+    other, so the range still covers every value in the file."""
+    if not stats:
+        return None, None
+    parsed = json.loads(stats)
+    low, high = parsed.get("minValues") or {}, parsed.get("maxValues") or {}
+    try:
+        lowest_topic, highest_topic = low["topic"], high["topic"]
+    except KeyError:
+        return None, None
+    if lowest_topic != highest_topic or "partition" not in low or "partition" not in high:
+        return (lowest_topic, -(2**31)), (highest_topic, 2**31)
+    return (lowest_topic, int(low["partition"])), (highest_topic, int(high["partition"]))
+
+
+def _absolute(table_path: str, file_path: str) -> str:
+    """A file of the table by its ``AddFile.path``: relative to the table and URL-encoded."""
+    decoded = urllib.parse.unquote(file_path)
+    if "://" in file_path or file_path.startswith("/"):
+        return decoded
+    return table_path.rstrip("/") + "/" + decoded
+
+
+def _seq(jvm: Any, items: list[Any]) -> Any:
+    values = jvm.java.util.ArrayList()
+    for item in items:
+        values.add(item)
+    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(values).toSeq()
+
+
+def rewrite_predicate(partitions: int) -> str:
+    """The ``predicate`` a rewrite's commit shows in the table's history (an append has none)."""
+    return f"{REWRITE_PREDICATE} of {partitions} topic partition(s)"
+
+
+def _write_operation(jvm: Any, tag: str | None, partitions: int) -> Any:
+    """Delta's ``WRITE`` operation (mode Append, ``rewrite_predicate``) with ``tag`` as its user
+    metadata. Delta has no operation for "replace these files"; its other ones either rebuild
+    the table's state after the commit (``MANUAL UPDATE``: a Spark job) or claim to be a command
+    that did not run."""
+    none = jvm.scala.Option.empty()
+    metadata = jvm.scala.Option.apply(tag) if tag is not None else none
+    predicate = jvm.scala.Option.apply(rewrite_predicate(partitions))
+    write = getattr(jvm.org.apache.spark.sql.delta, "DeltaOperations$Write")
+    append = jvm.org.apache.spark.sql.SaveMode.valueOf("Append")
+    return write(append, none, predicate, metadata, none, none, none, none, none)

@@ -1,0 +1,133 @@
+"""``FileRewrite``: a MERGE written as a Delta transaction that replaces the files holding its
+topic partitions leaves the rows Delta's MERGE leaves, once per (app id, version)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+
+from jobs.platform.delta_writer import DeltaWriter, TableMerge
+from jobs.platform.rewrite import partition_range
+from jobs.platform.tables import ensure_tables, read_table, table_path
+
+pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
+
+COLUMNS = "topic string, partition int, ledger_id long, first_entry_id long, last_entry_id long, entries long"
+
+
+def _rows(spark: SparkSession, rows: list[tuple]):
+    return spark.createDataFrame(rows, COLUMNS + ", op string")
+
+
+def _table(spark: SparkSession, warehouse: str) -> list[tuple]:
+    return sorted(tuple(r) for r in read_table(spark, warehouse, "ledgers").collect())
+
+
+def _writers(spark: SparkSession, tmp_path: Path) -> dict[str, DeltaWriter]:
+    out = {}
+    for mode in ("merge", "rewrite"):
+        warehouse = str(tmp_path / mode)
+        ensure_tables(spark, warehouse, ["ledgers"])
+        out[mode] = DeltaWriter(warehouse, "app-1", rewrite=mode == "rewrite")
+    return out
+
+
+def _every_clause(merge: TableMerge) -> TableMerge:
+    """Each kind of clause, with conditions that are true, false and null for some rows."""
+    return (
+        merge.when_matched_delete("s.op = 'delete'")
+        .when_matched_update("s.op = 'figures'", ["entries"])
+        .when_matched_update("s.entries > 100")  # null entries: does not hold
+        .when_matched_update("s.op = 'upsert'")
+        .when_not_matched_insert("s.op = 'upsert'")
+        .when_not_matched_by_source_delete("t.topic = 't' AND t.ledger_id = 3")
+    )
+
+
+def test_a_rewrite_leaves_the_rows_a_merge_leaves(spark: SparkSession, tmp_path: Path) -> None:
+    writers = _writers(spark, tmp_path)
+    batches = [
+        [
+            ("t", 0, 1, 0, 9, 10, "upsert"),
+            ("t", 0, 2, 0, 4, 5, "upsert"),
+            ("t", 0, 3, 0, 1, 2, "upsert"),
+            ("t", 1, 1, 0, 3, 4, "upsert"),
+            ("u", 0, 1, 0, 0, 1, "upsert"),
+            ("u", 0, 3, 0, 0, 1, "upsert"),
+        ],
+        [
+            ("t", 0, 1, 5, 5, 1, "delete"),  # matched: deleted
+            ("t", 0, 2, 9, 9, 99, "figures"),  # matched: only `entries` moves
+            ("t", 1, 1, 0, 8, None, "upsert"),  # matched: the null condition passes it on to upsert
+            ("t", 1, 7, 0, 0, 1, "upsert"),  # new: inserted
+            ("t", 1, 8, 0, 0, 1, "figures"),  # new, but no insert clause holds: dropped
+        ],  # (t, 0, 3) matches nothing and the unmatched delete takes it; u is untouched
+        [("u", 0, 3, 1, 1, 1, "upsert"), ("t", 0, 2, 0, 0, 500, "upsert")],
+    ]
+    for version, rows in enumerate(batches, start=1):
+        for writer in writers.values():
+            merge = _every_clause(writer.merge("ledgers", _rows(spark, rows)))
+            merge.within(sorted({(r[0], r[1]) for r in rows})).execute(spark, version=version)
+        assert _table(spark, writers["rewrite"].warehouse) == _table(spark, writers["merge"].warehouse)
+    assert _table(spark, writers["rewrite"].warehouse) == [
+        ("t", 0, 2, 0, 0, 500),
+        ("t", 1, 1, 0, 8, None),
+        ("t", 1, 7, 0, 0, 1),
+        ("u", 0, 1, 0, 0, 1),
+        ("u", 0, 3, 1, 1, 1),
+    ]
+    history = DeltaTable.forPath(spark, table_path(writers["rewrite"].warehouse, "ledgers")).history()
+    assert {r["operation"] for r in history.filter("version > 0").collect()} == {"WRITE"}
+
+
+def test_a_version_already_committed_is_not_written_again(spark: SparkSession, tmp_path: Path) -> None:
+    writer = _writers(spark, tmp_path)["rewrite"]
+    first = _rows(spark, [("t", 0, 1, 0, 9, 10, "upsert")])
+    again = _rows(spark, [("t", 0, 1, 0, 9, 77, "upsert")])
+    writer.merge("ledgers", first).changes().within([("t", 0)]).execute(spark, version=1)
+    writer.merge("ledgers", again).changes().within([("t", 0)]).execute(spark, version=1)
+    # a writer of a new run knows no file yet: it asks Delta whether version 1 was committed
+    restarted = DeltaWriter(writer.warehouse, "app-1", rewrite=True)
+    restarted.merge("ledgers", again).changes().within([("t", 0)]).execute(spark, version=1)
+    assert _table(spark, writer.warehouse) == [("t", 0, 1, 0, 9, 10)]
+    path = table_path(writer.warehouse, "ledgers")
+    assert DeltaTable.forPath(spark, path).history().count() == 2  # created, then one write
+
+
+def test_a_commit_by_another_writer_between_rewrites_is_kept(spark: SparkSession, tmp_path: Path) -> None:
+    writer = _writers(spark, tmp_path)["rewrite"]
+    rows = [("t", 0, 1, 0, 9, 10, "upsert"), ("t", 0, 2, 0, 1, 2, "upsert")]
+    writer.merge("ledgers", _rows(spark, rows)).changes().within([("t", 0)]).execute(spark, version=1)
+    # another writer (a repair by hand) rewrites the file the rewrite writer knows of
+    other = DeltaWriter(writer.warehouse, "repair")
+    other.merge("ledgers", _rows(spark, [("t", 0, 2, 0, 1, 3, "upsert")])).changes().execute(spark)
+    DeltaTable.forPath(spark, table_path(writer.warehouse, "ledgers")).optimize().executeCompaction()
+    later = _rows(spark, [("t", 0, 1, 0, 9, 11, "upsert")])
+    writer.merge("ledgers", later).changes().within([("t", 0)]).execute(spark, version=2)
+    assert _table(spark, writer.warehouse) == [("t", 0, 1, 0, 9, 11), ("t", 0, 2, 0, 1, 3)]
+
+
+def test_a_files_range_covers_its_truncated_statistics() -> None:
+    long_topic = "persistent://tenant/namespace/" + "x" * 40
+    stats = {
+        "numRecords": 3,
+        "minValues": {"topic": long_topic[:32], "partition": 0},
+        "maxValues": {"topic": long_topic[:32] + "\U0010ffff", "partition": 2},
+    }
+    lowest, highest = partition_range(json.dumps(stats))
+    assert lowest is not None and highest is not None
+    assert lowest <= (long_topic, 5) <= highest  # topics differ: any partition of the range
+    single = {
+        "numRecords": 2,
+        "minValues": {"topic": "t", "partition": 1},
+        "maxValues": {"topic": "t", "partition": 3},
+    }
+    low, high = partition_range(json.dumps(single))
+    assert low is not None and high is not None
+    assert [p for p in range(5) if low <= ("t", p) <= high] == [1, 2, 3]
+    assert partition_range(None) == (None, None)
+    assert partition_range(json.dumps({"numRecords": 0})) == (None, None)
