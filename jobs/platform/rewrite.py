@@ -43,7 +43,8 @@ from typing import TYPE_CHECKING, Any
 from schemas.tables import TABLES
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 log = logging.getLogger("ackstate.rewrite")
 
@@ -95,56 +96,64 @@ def merged(
     source: DataFrame,
     on: str,
     clauses: Sequence[Clause],
-    table_columns: Sequence[str],
+    schema: StructType,
     source_columns: Iterable[str],
 ) -> DataFrame:
-    """The rows a MERGE of ``source`` (alias ``s``) into ``target`` (alias ``t``) on ``on`` leaves
-    of ``target``'s rows, with Delta's clause semantics: a matched row takes the first matched
-    clause whose condition holds (delete, or update of its columns) and is kept as it is if
-    none does; a target row no source row matches is deleted by the first ``delete_unmatched``
-    whose condition holds; a source row that matches nothing is inserted by the first insert
-    clause whose condition holds. A condition that is null does not hold."""
+    """The rows a MERGE of ``source`` (alias ``s``) into ``target`` (alias ``t``, the table's
+    ``schema``) on ``on`` leaves of ``target``'s rows, with Delta's clause semantics: a matched
+    row takes the first matched clause whose condition holds (delete, or update of its columns)
+    and is kept as it is if none does; a target row no source row matches is deleted by the
+    first ``delete_unmatched`` whose condition holds; a source row that matches nothing is
+    inserted by the first insert clause whose condition holds. A condition that is null does
+    not hold.
+
+    Built as SQL text in two projections: each DataFrame call crosses to the JVM and may
+    analyse the plan again, and with seven tables written at once that cost more than the
+    rows (``FileRewrite.write`` logs the planning time)."""
     from pyspark.sql import functions as F
 
     given = set(source_columns)
-    t = target.select("*", F.lit(True).alias(_IN_TARGET)).alias("t")
-    s = source.select("*", F.lit(True).alias(_IN_SOURCE)).alias("s")
-    joined = t.join(s, F.expr(on), "full_outer")
-    in_t = F.col(f"t.{_IN_TARGET}").isNotNull()
-    in_s = F.col(f"s.{_IN_SOURCE}").isNotNull()
+    in_t, in_s = f"t.`{_IN_TARGET}` IS NOT NULL", f"s.`{_IN_SOURCE}` IS NOT NULL"
 
-    def holds(condition: str | None) -> Column:
-        return F.lit(True) if condition is None else F.coalesce(F.expr(condition), F.lit(False))
+    def holds(condition: str | None) -> str:
+        return "true" if condition is None else f"coalesce(({condition}), false)"
 
-    action = F.when(F.lit(False), F.lit(None))
+    whens: list[str] = []
     updates: list[tuple[str, tuple[str, ...] | None]] = []
     for clause in clauses:
         if clause.kind == "delete":
-            action = action.when(in_t & in_s & holds(clause.condition), F.lit(_DELETE))
+            whens.append(f"WHEN {in_t} AND {in_s} AND {holds(clause.condition)} THEN '{_DELETE}'")
         elif clause.kind == "update":
             name = f"u{len(updates)}"
             updates.append((name, clause.columns))
-            action = action.when(in_t & in_s & holds(clause.condition), F.lit(name))
+            whens.append(f"WHEN {in_t} AND {in_s} AND {holds(clause.condition)} THEN '{name}'")
         elif clause.kind == "insert":
-            action = action.when(~in_t & in_s & holds(clause.condition), F.lit(_INSERT))
+            whens.append(f"WHEN NOT ({in_t}) AND {in_s} AND {holds(clause.condition)} THEN '{_INSERT}'")
         elif clause.kind == "delete_unmatched":
-            action = action.when(in_t & ~in_s & holds(clause.condition), F.lit(_DELETE))
+            whens.append(f"WHEN {in_t} AND NOT ({in_s}) AND {holds(clause.condition)} THEN '{_DELETE}'")
         else:
             raise ValueError(f"unknown MERGE clause {clause.kind!r}")
-    action = action.when(in_t, F.lit(_KEEP)).otherwise(F.lit(_DELETE))
+    action = f"CASE {' '.join(whens)} WHEN {in_t} THEN '{_KEEP}' ELSE '{_DELETE}' END AS _action"
 
-    def from_source(column: str) -> Column:
-        return F.col(f"s.`{column}`") if column in given else F.lit(None)
+    def source_value(column: str) -> str:
+        return f"_s{position[column]}" if column in given else "NULL"
 
+    names = schema.fieldNames()
+    position = {column: i for i, column in enumerate(names)}
+    carried = [f"t.`{c}` AS _t{i}" for i, c in enumerate(names)]
+    carried += [f"s.`{c}` AS _s{position[c]}" for c in names if c in given]
     columns = []
-    for column in table_columns:
-        kept = F.col(f"t.`{column}`")
-        value = F.when(F.col("_action") == _INSERT, from_source(column))
+    for column, kind in ((f.name, f.dataType.simpleString()) for f in schema.fields):
+        cases = [f"WHEN '{_INSERT}' THEN {source_value(column)}"]
         for name, updated in updates:  # an update of every column sets those the source has
             if column in (given if updated is None else updated):
-                value = value.when(F.col("_action") == name, from_source(column))
-        columns.append(value.otherwise(kept).cast(target.schema[column].dataType).alias(column))
-    return joined.withColumn("_action", action).filter(F.col("_action") != _DELETE).select(*columns)
+                cases.append(f"WHEN '{name}' THEN {source_value(column)}")
+        value = f"CASE _action {' '.join(cases)} ELSE _t{position[column]} END"
+        columns.append(f"CAST({value} AS {kind}) AS `{column}`")
+    t = target.selectExpr("*", f"true AS `{_IN_TARGET}`").alias("t")
+    s = source.selectExpr("*", f"true AS `{_IN_SOURCE}`").alias("s")
+    joined = t.join(s, F.expr(on), "full_outer").selectExpr(action, *carried)
+    return joined.where(f"_action <> '{_DELETE}'").selectExpr(*columns)
 
 
 class FileRewrite:
@@ -175,6 +184,7 @@ class FileRewrite:
         """Apply the MERGE to the files holding ``partitions`` and commit; False (nothing done)
         when the table is one this cannot read by its files (module docstring). Raises Delta's
         conflict errors for ``jobs.platform.retry``."""
+        began = time.time()
         jvm = spark._jvm  # type: ignore[attr-defined]
         delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)  # type: ignore[attr-defined]
         txn = delta_log.startTransaction()
@@ -197,8 +207,10 @@ class FileRewrite:
             target = spark.read.schema(schema).parquet(*[_absolute(path, name) for name, _ in candidates])
         else:
             target = spark.createDataFrame([], schema)
-        rows = merged(target, source, on, clauses, schema.fieldNames(), source.columns)
+        rows = merged(target, source, on, clauses, schema, source.columns)
+        planned = time.time()
         written = list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(txn.writeFiles(rows._jdf)))
+        wrote = time.time()
         now = int(time.time() * 1000)
         actions = [f.add.removeWithTimestamp(now, True) for _, f in candidates] + written
         if version is not None and app_id is not None:
@@ -206,6 +218,17 @@ class FileRewrite:
             actions.append(jvm.org.apache.spark.sql.delta.actions.SetTransaction(app_id, version, at))
         committed = int(txn.commit(_seq(jvm, actions), _write_operation(jvm, tag, len(wanted))))
         self._committed(path, known, read_version, committed, candidates, written, app_id, version)
+        log.debug(
+            "%s: version %d replaced %d of %d file(s) with %d: files %.2f s, write %.2f s, commit %.2f s",
+            table,
+            committed,
+            len(candidates),
+            len(known.files),
+            len(written),
+            planned - began,
+            wrote - planned,
+            time.time() - wrote,
+        )
         return True
 
     def _current(self, txn: Any, path: str, read_version: int) -> _Files:
