@@ -322,14 +322,7 @@ def ackstate_options(config: AckstateConfig | None, source: str, warehouse: Path
     """The ingest a bench measures: one file per micro-batch, and what ``--conf`` says of the
     engine (``EngineSettings``) and of the batch's table writes (``[ingest] write_threads``, ``write_mode``),
     as ``ackstate ingest --conf`` would run it; the packaged defaults without one."""
-    from jobs.ingest.options import (
-        IngestOptions,
-        engine_settings,
-        interpreted_rows,
-        warm_state,
-        write_mode,
-        write_threads,
-    )
+    from jobs.ingest.options import IngestOptions, batch_settings, engine_settings
     from jobs.platform.config import load_config
 
     config = config or load_config()
@@ -338,10 +331,7 @@ def ackstate_options(config: AckstateConfig | None, source: str, warehouse: Path
         warehouse=str(warehouse),
         max_files_per_trigger=1,
         settings=engine_settings(config),
-        write_threads=write_threads(config),
-        warm_state=warm_state(config),
-        write_mode=write_mode(config),
-        interpreted_rows=interpreted_rows(config),
+        **batch_settings(config),
     )
 
 

@@ -111,6 +111,17 @@ def write_mode(config: AckstateConfig) -> str:
     return mode
 
 
+def batch_settings(config: AckstateConfig) -> dict[str, Any]:
+    """The ``[ingest]`` settings of how each batch runs, as ``IngestOptions`` fields: what
+    ``ackstate ingest`` and the benches read alike."""
+    return {
+        "write_threads": write_threads(config),
+        "warm_state": warm_state(config),
+        "write_mode": write_mode(config),
+        "interpreted_rows": interpreted_rows(config),
+    }
+
+
 def warm_state(config: AckstateConfig) -> bool:
     """``[ingest] warm_state``: keep the committed state between batches (default true)."""
     return bool(config.ingest.get("warm_state", IngestOptions.warm_state))

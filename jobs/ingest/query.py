@@ -16,14 +16,7 @@ from typing import TYPE_CHECKING
 from engine import EngineSettings
 from jobs.compact.compaction import CompactOptions
 from jobs.ingest.batch import BatchWriter
-from jobs.ingest.options import (
-    IngestOptions,
-    engine_settings,
-    interpreted_rows,
-    warm_state,
-    write_mode,
-    write_threads,
-)
+from jobs.ingest.options import IngestOptions, batch_settings, engine_settings
 from jobs.platform import locations, progress
 from jobs.platform.checkpoints import HeartbeatThread, register, uncommitted_batch
 from jobs.platform.errors import IngestError
@@ -170,10 +163,7 @@ def run(args: argparse.Namespace) -> int:
         max_files_per_trigger=getattr(args, "max_files_per_trigger", None)
         or args.config.ingest.get("max_files_per_trigger"),
         settings=command_settings(args),
-        write_threads=write_threads(args.config),
-        warm_state=warm_state(args.config),
-        write_mode=write_mode(args.config),
-        interpreted_rows=interpreted_rows(args.config),
+        **batch_settings(args.config),
         compact_every=compact_every,
         compaction=replace(CompactOptions.from_args(args), trims=()) if compact_every else None,
     )

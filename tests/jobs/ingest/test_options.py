@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.ingest.options import IngestOptions, interpreted_rows
+from jobs.ingest.options import IngestOptions, interpreted_rows, write_mode
 from jobs.platform.config import ConfigError, load_config
 from jobs.platform.errors import IngestError
 
@@ -31,3 +31,10 @@ def test_interpreted_rows_must_be_a_count(tmp_path: Path) -> None:
         interpreted_rows(load_config(_conf(tmp_path, "[ingest]\ninterpreted_rows = -1\n")))
     with pytest.raises(ConfigError, match="interpreted_rows"):
         load_config(_conf(tmp_path, '[ingest]\ninterpreted_rows = "many"\n'))
+
+
+def test_write_mode_is_rewrite_unless_merge_is_asked_for(tmp_path: Path) -> None:
+    assert write_mode(load_config()) == IngestOptions.write_mode == "rewrite"
+    assert write_mode(load_config(_conf(tmp_path, '[ingest]\nwrite_mode = "merge"\n'))) == "merge"
+    with pytest.raises(IngestError, match=r"write_mode = 'append': use one of rewrite, merge"):
+        write_mode(load_config(_conf(tmp_path, '[ingest]\nwrite_mode = "append"\n')))
