@@ -124,6 +124,7 @@ class TableMerge:
                     path,
                     self.table,
                     self.source,
+                    columns,
                     self.on,
                     self.clauses,
                     self.partitions,

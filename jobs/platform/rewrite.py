@@ -173,6 +173,7 @@ class FileRewrite:
         path: str,
         table: str,
         source: DataFrame,
+        columns: Sequence[str],
         on: str,
         clauses: Sequence[Clause],
         partitions: Iterable[PartitionKey],
@@ -181,7 +182,9 @@ class FileRewrite:
         version: int | None,
         tag: str | None,
     ) -> bool:
-        """Apply the MERGE to the files holding ``partitions`` and commit; False (nothing done)
+        """Apply the MERGE of ``source`` (whose table columns are ``columns``: the caller has
+        them, and asking a DataFrame for its columns analyses its plan) to the files holding
+        ``partitions`` and commit; False (nothing done)
         when the table is one this cannot read by its files (module docstring). Raises Delta's
         conflict errors for ``jobs.platform.retry``."""
         began = time.time()
@@ -207,7 +210,7 @@ class FileRewrite:
             target = spark.read.schema(schema).parquet(*[_absolute(path, name) for name, _ in candidates])
         else:
             target = spark.createDataFrame([], schema)
-        rows = merged(target, source, on, clauses, schema, source.columns)
+        rows = merged(target, source, on, clauses, schema, columns)
         planned = time.time()
         written = list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(txn.writeFiles(rows._jdf)))
         wrote = time.time()
