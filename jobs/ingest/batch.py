@@ -57,8 +57,8 @@ from jobs.ingest.warm import PartitionKey, WarmState
 from jobs.platform import progress
 from jobs.platform.delta_writer import DeltaWriter
 from jobs.platform.session import session_settings
-from jobs.platform.tables import latest_version, read_table
-from schemas.tables import REJECTED_EVENT_COLUMNS
+from jobs.platform.tables import holds_no_rows, latest_version, read_table
+from schemas.tables import REJECTED_EVENT_COLUMNS, TABLES
 from schemas.udf import APPLY_EVENT_COLUMNS, APPLY_OUTPUT, CURSOR, PARTITION, UNSUBSCRIBED
 
 if TYPE_CHECKING:
@@ -316,6 +316,13 @@ class BatchWriter:
             if kept is not None:
                 log.debug("batch state: %d topic partition(s) kept from the last batch", len(touched))
                 return kept
+        if all(
+            t in versions and holds_no_rows(spark, self.options.warehouse, t, versions[t])
+            for t in STATE_TABLES
+        ):  # a new warehouse: nothing to read, and nothing this batch's writes could change
+            log.debug("batch state: the state tables are empty")
+            empty = {t: spark.createDataFrame([], TABLES[t]) for t in STATE_TABLES}
+            return state_input(empty["topic_partitions"], empty["cursors"])
         partitions = read_table(
             spark, self.options.warehouse, "topic_partitions", as_of=versions.get("topic_partitions")
         ).join(touched_keys, keys, "left_semi")

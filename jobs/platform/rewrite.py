@@ -19,9 +19,11 @@ largest ``topic`` and ``partition`` it holds) without a join. ``FileRewrite`` th
    batch id, as a MERGE with ``txnAppId``/``txnVersion`` commits it).
 
 A batch that a crashed run already committed to the table is skipped: the transaction asks
-Delta for the app id's last version (``txnVersion``) unless this writer knows it, because the
-table's newest version is its own commit. The list of files is rebuilt from Delta's snapshot
-(one Spark job) when the table moved under the writer (compaction, another writer, a new run).
+Delta for the app id's last version unless this writer knows it, because the table's newest
+version is its own commit. The list of files is rebuilt from Delta's snapshot (one Spark job)
+when the table moved under the writer (compaction, another writer, a new run). Both come from
+the version's checksum where it has them (``committed_version``; a table with no files), so that the
+first batch into a new warehouse runs no job per table to learn that it is empty.
 
 The commit is Delta's ``WRITE`` operation with ``userMetadata`` = the batch's tag and a
 ``predicate`` that names it a rewrite (``rewrite_predicate``: an append has none); the rows
@@ -197,7 +199,7 @@ class FileRewrite:
         known = self._current(txn, path, read_version)
         if version is not None and app_id is not None:
             if app_id not in known.txn_versions:
-                known.txn_versions[app_id] = int(txn.txnVersion(app_id))
+                known.txn_versions[app_id] = committed_version(txn, app_id)
             if known.txn_versions[app_id] >= version:
                 log.info("%s: batch %d of %s already committed; not written again", table, version, app_id)
                 return True
@@ -209,7 +211,7 @@ class FileRewrite:
         if candidates:
             target = spark.read.schema(schema).parquet(*[_absolute(path, name) for name, _ in candidates])
         else:
-            target = spark.createDataFrame([], schema)
+            target = _no_rows(spark, schema)
         rows = merged(target, source, on, clauses, schema, columns)
         planned = time.time()
         written = list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(txn.writeFiles(rows._jdf)))
@@ -241,9 +243,11 @@ class FileRewrite:
         if kept is not None and kept.version == read_version:
             return kept
         files = {}
-        for add in txn.snapshot().allFiles().collectAsList():
-            lowest, highest = partition_range(add.stats())
-            files[add.path()] = _File(add, lowest, highest)
+        checksum = _checksum(txn)
+        if checksum is None or checksum.numFiles() > 0:  # a table just created has none to list
+            for add in txn.snapshot().allFiles().collectAsList():
+                lowest, highest = partition_range(add.stats())
+                files[add.path()] = _File(add, lowest, highest)
         log.debug("%s: %d file(s) at version %d read from Delta", path, len(files), read_version)
         return _Files(read_version, files)
 
@@ -274,6 +278,50 @@ class FileRewrite:
             txn_versions[app_id] = version
         with self._lock:
             self._files[path] = _Files(committed, files, txn_versions)
+
+
+def _no_rows(spark: SparkSession, schema: StructType) -> DataFrame:
+    """An empty frame of ``schema`` that Spark's optimizer knows is empty (a local relation):
+    the full outer join with it becomes a projection of the source, with no shuffle.
+    ``createDataFrame([])`` would be a Python RDD, empty only when it runs."""
+    from pyspark.sql import DataFrame
+
+    session = spark._jsparkSession  # type: ignore[attr-defined]
+    empty = session.createDataFrame(spark._jvm.java.util.ArrayList(), session.parseDataType(schema.json()))  # type: ignore[attr-defined]
+    return DataFrame(empty, spark)
+
+
+def _checksum(txn: Any) -> Any | None:
+    """The checksum (``.crc``) Delta wrote with the version the transaction read, if any: the
+    table's file count and idempotent-write versions, known without a Spark job."""
+    checksum = txn.snapshot().checksumOpt()
+    return None if checksum.isEmpty() else checksum.get()
+
+
+def committed_version(txn: Any, app_id: str) -> int:
+    """The last batch ``app_id`` committed to the table, as ``txnVersion`` answers it.
+
+    ``txnVersion`` reads it from the table's state, which Delta computes in a Spark job (about a
+    second of a first batch, per table). The checksum of the version read holds the same
+    ``SetTransaction``s when Delta could keep them there; they are then read from it, and the
+    app id is recorded as read, as ``txnVersion`` records it, so that a concurrent commit of the
+    same app id still conflicts."""
+    checksum = _checksum(txn)
+    known = None if checksum is None else checksum.setTransactions()
+    if known is None or known.isEmpty():
+        return int(txn.txnVersion(app_id))
+    txn.readTxn().addOne(app_id)
+    versions = [int(t.version()) for t in _iterate(known.get()) if t.appId() == app_id]
+    return max(versions, default=-1)
+
+
+def _iterate(seq: Any) -> list[Any]:
+    """A Scala sequence's items."""
+    items = seq.iterator()
+    out = []
+    while items.hasNext():
+        out.append(items.next())
+    return out
 
 
 def _readable_by_files(txn: Any) -> bool:

@@ -11,7 +11,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from jobs.platform.delta_writer import DeltaWriter, TableMerge
-from jobs.platform.rewrite import partition_range
+from jobs.platform.rewrite import committed_version, partition_range
 from jobs.platform.tables import ensure_tables, read_table, table_path
 
 pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
@@ -131,3 +131,43 @@ def test_a_files_range_covers_its_truncated_statistics() -> None:
     assert [p for p in range(5) if low <= ("t", p) <= high] == [1, 2, 3]
     assert partition_range(None) == (None, None)
     assert partition_range(json.dumps({"numRecords": 0})) == (None, None)
+
+
+def test_the_last_batch_of_an_app_id_is_read_from_the_checksum_as_delta_reads_it(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """``committed_version`` answers what ``txnVersion`` answers, from the version's checksum when
+    it has the app ids and from Delta's state when it has none; either way the app id is
+    recorded as read, so that a concurrent commit of the same app id conflicts."""
+    warehouse = str(tmp_path / "wh")
+    ensure_tables(spark, warehouse, ["ledgers"])
+    rows = _rows(spark, [("t", 0, 1, 0, 9, 10, "upsert")])
+    for app_id, version in (("app-1", 1), ("app-1", 2), ("app-2", 5)):
+        DeltaWriter(warehouse, app_id, rewrite=True).merge("ledgers", rows).changes().within(
+            [("t", 0)]
+        ).execute(spark, version=version)
+    path = table_path(warehouse, "ledgers")
+    delta_log = spark._jvm.org.apache.spark.sql.delta.DeltaLog  # type: ignore[attr-defined]
+
+    tracker = spark.sparkContext.statusTracker()
+
+    def answers() -> tuple[dict[str, tuple[int, int, bool]], int]:
+        delta_log.clearCache()  # a snapshot loaded afresh, with or without its checksum
+        out, jobs = {}, 0
+        for app_id in ("app-1", "app-2", "app-3"):
+            txn = delta_log.forTable(spark._jsparkSession, path).startTransaction()
+            before = len(tracker.getJobIdsForGroup(None))
+            ours = committed_version(txn, app_id)
+            jobs += len(tracker.getJobIdsForGroup(None)) - before
+            read = app_id in str(txn.readTxn().toString())
+            out[app_id] = (ours, int(txn.txnVersion(app_id)), read)
+        return out, jobs
+
+    expected = {"app-1": (2, 2, True), "app-2": (5, 5, True), "app-3": (-1, -1, True)}
+    latest = Path(path) / "_delta_log" / f"{3:020d}.crc"
+    assert "app-2" in latest.read_text()  # the checksum holds the app ids
+    assert answers() == (expected, 0)  # no Spark job
+    for checksum in (Path(path) / "_delta_log").glob("*.crc"):
+        checksum.unlink()
+    found, jobs = answers()
+    assert found == expected and jobs > 0  # read from the table's state instead
