@@ -57,7 +57,7 @@ from jobs.ingest.warm import PartitionKey, WarmState
 from jobs.platform import progress
 from jobs.platform.delta_writer import DeltaWriter
 from jobs.platform.session import session_settings
-from jobs.platform.tables import holds_no_rows, latest_version, read_table
+from jobs.platform.tables import empty_frame, holds_no_rows, latest_version, read_table
 from schemas.tables import REJECTED_EVENT_COLUMNS, TABLES
 from schemas.udf import APPLY_EVENT_COLUMNS, APPLY_OUTPUT, CURSOR, PARTITION, UNSUBSCRIBED
 
@@ -321,7 +321,7 @@ class BatchWriter:
             for t in STATE_TABLES
         ):  # a new warehouse: nothing to read, and nothing this batch's writes could change
             log.debug("batch state: the state tables are empty")
-            empty = {t: spark.createDataFrame([], TABLES[t]) for t in STATE_TABLES}
+            empty = {t: empty_frame(spark, TABLES[t]) for t in STATE_TABLES}
             return state_input(empty["topic_partitions"], empty["cursors"])
         partitions = read_table(
             spark, self.options.warehouse, "topic_partitions", as_of=versions.get("topic_partitions")
@@ -358,7 +358,7 @@ class BatchWriter:
 
         version = versions.get("ledger_trims")
         if not version:  # version 0 is the empty table as created
-            return spark.createDataFrame([], "topic string, partition int, first_retained_ledger long")
+            return empty_frame(spark, "topic string, partition int, first_retained_ledger long")
         return (
             read_table(spark, self.options.warehouse, "ledger_trims", as_of=version)
             .join(touched_keys, ["topic", "partition"], "left_semi")

@@ -42,6 +42,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from jobs.platform.tables import empty_frame
 from schemas.tables import TABLES
 
 if TYPE_CHECKING:
@@ -211,7 +212,7 @@ class FileRewrite:
         if candidates:
             target = spark.read.schema(schema).parquet(*[_absolute(path, name) for name, _ in candidates])
         else:
-            target = _no_rows(spark, schema)
+            target = empty_frame(spark, schema)
         rows = merged(target, source, on, clauses, schema, columns)
         planned = time.time()
         written = list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(txn.writeFiles(rows._jdf)))
@@ -278,17 +279,6 @@ class FileRewrite:
             txn_versions[app_id] = version
         with self._lock:
             self._files[path] = _Files(committed, files, txn_versions)
-
-
-def _no_rows(spark: SparkSession, schema: StructType) -> DataFrame:
-    """An empty frame of ``schema`` that Spark's optimizer knows is empty (a local relation):
-    the full outer join with it becomes a projection of the source, with no shuffle.
-    ``createDataFrame([])`` would be a Python RDD, empty only when it runs."""
-    from pyspark.sql import DataFrame
-
-    session = spark._jsparkSession  # type: ignore[attr-defined]
-    empty = session.createDataFrame(spark._jvm.java.util.ArrayList(), session.parseDataType(schema.json()))  # type: ignore[attr-defined]
-    return DataFrame(empty, spark)
 
 
 def _checksum(txn: Any) -> Any | None:

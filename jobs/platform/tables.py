@@ -17,6 +17,7 @@ from schemas.tables import TABLE_CLUSTERING, TABLES
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 log = logging.getLogger("ackstate.tables")
 
@@ -107,6 +108,19 @@ def holds_no_rows(spark: SparkSession, warehouse: str | Path, name: str, version
         return False
     checksum = snapshot.checksumOpt()
     return not checksum.isEmpty() and int(checksum.get().numFiles()) == 0
+
+
+def empty_frame(spark: SparkSession, schema: StructType | str) -> DataFrame:
+    """A frame of ``schema`` (a struct type or a DDL string) with no rows, which Spark's optimizer
+    knows is empty (a local relation): a join with it becomes a projection, with no shuffle and
+    no job. ``createDataFrame([])`` is a Python RDD, found empty only when it runs."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType as Struct
+
+    struct = schema if isinstance(schema, Struct) else Struct.fromDDL(schema)
+    session = spark._jsparkSession  # type: ignore[attr-defined]
+    rows = spark._jvm.java.util.ArrayList()  # type: ignore[attr-defined]
+    return DataFrame(session.createDataFrame(rows, session.parseDataType(struct.json())), spark)
 
 
 def read_table(
