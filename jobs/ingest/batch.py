@@ -319,7 +319,7 @@ class BatchWriter:
         if all(
             t in versions and holds_no_rows(spark, self.options.warehouse, t, versions[t])
             for t in STATE_TABLES
-        ):  # a new warehouse: nothing to read, and nothing this batch's writes could change
+        ):  # a new warehouse: nothing to read (and local relations, which no write invalidates)
             log.debug("batch state: the state tables are empty")
             empty = {t: empty_frame(spark, TABLES[t]) for t in STATE_TABLES}
             return state_input(empty["topic_partitions"], empty["cursors"])

@@ -22,8 +22,9 @@ A batch that a crashed run already committed to the table is skipped: the transa
 Delta for the app id's last version unless this writer knows it, because the table's newest
 version is its own commit. The list of files is rebuilt from Delta's snapshot (one Spark job)
 when the table moved under the writer (compaction, another writer, a new run). Both come from
-the version's checksum where it has them (``committed_version``; a table with no files), so that the
-first batch into a new warehouse runs no job per table to learn that it is empty.
+the checksum Delta wrote with the version read where it has them (``committed_version``; a
+table with no files), so that the first batch into a new warehouse runs no job per table to
+learn that it is empty.
 
 The commit is Delta's ``WRITE`` operation with ``userMetadata`` = the batch's tag and a
 ``predicate`` that names it a rewrite (``rewrite_predicate``: an append has none); the rows

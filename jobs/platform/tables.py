@@ -115,12 +115,15 @@ def empty_frame(spark: SparkSession, schema: StructType | str) -> DataFrame:
     knows is empty (a local relation): a join with it becomes a projection, with no shuffle and
     no job. ``createDataFrame([])`` is a Python RDD, found empty only when it runs."""
     from pyspark.sql import DataFrame
-    from pyspark.sql.types import StructType as Struct
+    from pyspark.sql.types import StructType
 
-    struct = schema if isinstance(schema, Struct) else Struct.fromDDL(schema)
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:  # Spark Connect: no JVM to build it in
+        return spark.createDataFrame([], schema)
+    struct = schema if isinstance(schema, StructType) else StructType.fromDDL(schema)
     session = spark._jsparkSession  # type: ignore[attr-defined]
-    rows = spark._jvm.java.util.ArrayList()  # type: ignore[attr-defined]
-    return DataFrame(session.createDataFrame(rows, session.parseDataType(struct.json())), spark)
+    no_rows = session.createDataFrame(jvm.java.util.ArrayList(), session.parseDataType(struct.json()))
+    return DataFrame(no_rows, spark)
 
 
 def read_table(
