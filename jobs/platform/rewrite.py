@@ -43,7 +43,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from jobs.platform.tables import empty_frame
+from jobs.platform.tables import counts_no_file, empty_frame, version_checksum
 from schemas.tables import TABLES
 
 if TYPE_CHECKING:
@@ -201,7 +201,7 @@ class FileRewrite:
         known = self._current(txn, path, read_version)
         if version is not None and app_id is not None:
             if app_id not in known.txn_versions:
-                known.txn_versions[app_id] = committed_version(txn, app_id)
+                known.txn_versions[app_id] = committed_version(jvm, txn, app_id)
             if known.txn_versions[app_id] >= version:
                 log.info("%s: batch %d of %s already committed; not written again", table, version, app_id)
                 return True
@@ -216,7 +216,7 @@ class FileRewrite:
             target = empty_frame(spark, schema)
         rows = merged(target, source, on, clauses, schema, columns)
         planned = time.time()
-        written = list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(txn.writeFiles(rows._jdf)))
+        written = _items(jvm, txn.writeFiles(rows._jdf))
         wrote = time.time()
         now = int(time.time() * 1000)
         actions = [f.add.removeWithTimestamp(now, True) for _, f in candidates] + written
@@ -245,8 +245,7 @@ class FileRewrite:
         if kept is not None and kept.version == read_version:
             return kept
         files = {}
-        checksum = _checksum(txn)
-        if checksum is None or checksum.numFiles() > 0:  # a table just created has none to list
+        if not counts_no_file(txn.snapshot()):  # a table just created has none to list
             for add in txn.snapshot().allFiles().collectAsList():
                 lowest, highest = partition_range(add.stats())
                 files[add.path()] = _File(add, lowest, highest)
@@ -282,14 +281,7 @@ class FileRewrite:
             self._files[path] = _Files(committed, files, txn_versions)
 
 
-def _checksum(txn: Any) -> Any | None:
-    """The checksum (``.crc``) Delta wrote with the version the transaction read, if any: the
-    table's file count and idempotent-write versions, known without a Spark job."""
-    checksum = txn.snapshot().checksumOpt()
-    return None if checksum.isEmpty() else checksum.get()
-
-
-def committed_version(txn: Any, app_id: str) -> int:
+def committed_version(jvm: Any, txn: Any, app_id: str) -> int:
     """The last batch ``app_id`` committed to the table, as ``txnVersion`` answers it.
 
     ``txnVersion`` reads it from the table's state, which Delta computes in a Spark job (about a
@@ -297,22 +289,13 @@ def committed_version(txn: Any, app_id: str) -> int:
     ``SetTransaction``s when Delta could keep them there; they are then read from it, and the
     app id is recorded as read, as ``txnVersion`` records it, so that a concurrent commit of the
     same app id still conflicts."""
-    checksum = _checksum(txn)
+    checksum = version_checksum(txn.snapshot())
     known = None if checksum is None else checksum.setTransactions()
     if known is None or known.isEmpty():
         return int(txn.txnVersion(app_id))
     txn.readTxn().addOne(app_id)
-    versions = [int(t.version()) for t in _iterate(known.get()) if t.appId() == app_id]
+    versions = [int(t.version()) for t in _items(jvm, known.get()) if t.appId() == app_id]
     return max(versions, default=-1)
-
-
-def _iterate(seq: Any) -> list[Any]:
-    """A Scala sequence's items."""
-    items = seq.iterator()
-    out = []
-    while items.hasNext():
-        out.append(items.next())
-    return out
 
 
 def _readable_by_files(txn: Any) -> bool:
@@ -350,6 +333,11 @@ def _absolute(table_path: str, file_path: str) -> str:
     if "://" in file_path or file_path.startswith("/"):
         return decoded
     return table_path.rstrip("/") + "/" + decoded
+
+
+def _items(jvm: Any, seq: Any) -> list[Any]:
+    """A Scala sequence's items (the inverse of ``_seq``)."""
+    return list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(seq))
 
 
 def _seq(jvm: Any, items: list[Any]) -> Any:

@@ -10,7 +10,7 @@ import argparse
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from jobs.platform import locations
 from schemas.tables import TABLE_CLUSTERING, TABLES
@@ -104,10 +104,21 @@ def holds_no_rows(spark: SparkSession, warehouse: str | Path, name: str, version
     path = table_path(warehouse, name)
     delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)  # type: ignore[attr-defined]
     snapshot = delta_log.unsafeVolatileSnapshot()
-    if int(snapshot.version()) != version:
-        return False
+    return int(snapshot.version()) == version and counts_no_file(snapshot)
+
+
+def version_checksum(snapshot: Any) -> Any | None:
+    """The checksum (``.crc``) Delta wrote with a snapshot's version (a JVM ``VersionChecksum``),
+    if any: the table's file count and idempotent-write versions, known without a Spark job."""
     checksum = snapshot.checksumOpt()
-    return not checksum.isEmpty() and int(checksum.get().numFiles()) == 0
+    return None if checksum.isEmpty() else checksum.get()
+
+
+def counts_no_file(snapshot: Any) -> bool:
+    """Whether the checksum of a snapshot's version says the table has no file (False: it has
+    some, or there is no checksum)."""
+    checksum = version_checksum(snapshot)
+    return checksum is not None and int(checksum.numFiles()) == 0
 
 
 def empty_frame(spark: SparkSession, schema: StructType | str) -> DataFrame:
