@@ -62,7 +62,7 @@ from jobs.platform.delta_writer import DeltaWriter
 from jobs.platform.errors import CompactError
 from jobs.platform.retry import DEFAULT_ATTEMPTS, retry_on_conflict
 from jobs.platform.session import session_settings
-from jobs.platform.tables import table_path
+from jobs.platform.tables import delta_log, local_frame, table_path
 from jobs.read.stats import TopicFilter
 from schemas.tables import TABLE_KEYS, TABLES
 
@@ -501,12 +501,11 @@ def _compact_table(
 
 def _delta_log(spark: SparkSession, path: str) -> Any:
     """Delta's ``DeltaLog`` of a table and its latest snapshot, through the JVM (internal API)."""
-    jvm = spark._jvm  # type: ignore[attr-defined]
-    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)  # type: ignore[attr-defined]
-    snapshot = delta_log.update(
-        False, getattr(delta_log, "update$default$2")(), getattr(delta_log, "update$default$3")()
+    table_log = delta_log(spark, path)
+    snapshot = table_log.update(
+        False, getattr(table_log, "update$default$2")(), getattr(table_log, "update$default$3")()
     )
-    return delta_log, snapshot
+    return table_log, snapshot
 
 
 def _oldest_tombstone(spark: SparkSession, path: str) -> int | None:
@@ -557,11 +556,11 @@ def _checkpoint(spark: SparkSession, path: str) -> tuple[int | None, bool]:
     with a warning: Delta still checkpoints by itself every ``delta.checkpointInterval`` commits.
     """
     try:
-        delta_log, snapshot = _delta_log(spark, path)
+        table_log, snapshot = _delta_log(spark, path)
         version = int(snapshot.version())
         if int(snapshot.checkpointProvider().version()) == version:
             return version, False
-        delta_log.checkpoint(snapshot, getattr(delta_log, "checkpoint$default$2")())
+        table_log.checkpoint(snapshot, getattr(table_log, "checkpoint$default$2")())
         return version, True
     except Exception as exc:  # the JVM API is internal to Delta: degrade, do not fail the run
         log.warning("checkpoint of %s skipped: %s", path, str(exc).strip().splitlines()[0][:200])
@@ -643,7 +642,8 @@ class LedgerTrimmer:
         starts from now on applies them to the partitions it writes."""
         from pyspark.sql import functions as F
 
-        rows = self.spark.createDataFrame(
+        rows = local_frame(
+            self.spark,
             [(t, p, first) for (t, p), first in sorted(wanted.items())],
             "topic string, partition int, first_retained_ledger long",
         ).select(
@@ -712,7 +712,8 @@ class LedgerTrimmer:
             name: latest_version(spark, self.options.warehouse, name)
             for name in ("cursors", "topic_partitions")
         }
-        requests = spark.createDataFrame(
+        requests = local_frame(
+            spark,
             [(t, p, first) for (t, p), first in wanted.items()],
             f"topic string, partition int, {FIRST_RETAINED} long",
         )
@@ -819,7 +820,7 @@ class LedgerTrimmer:
         )
 
     def _keys(self, keys: Iterable[tuple[Any, ...]], schema: str) -> DataFrame:
-        return self.spark.createDataFrame(sorted(keys), schema)
+        return local_frame(self.spark, sorted(keys), schema)
 
     def _read(self, name: str, versions: Mapping[str, int]) -> DataFrame:
         from jobs.platform.tables import read_table

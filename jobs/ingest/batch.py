@@ -57,7 +57,7 @@ from jobs.ingest.warm import PartitionKey, WarmState
 from jobs.platform import progress
 from jobs.platform.delta_writer import DeltaWriter
 from jobs.platform.session import session_settings
-from jobs.platform.tables import empty_frame, holds_no_rows, latest_version, read_table
+from jobs.platform.tables import empty_frame, holds_no_rows, latest_version, local_frame, read_table
 from schemas.tables import REJECTED_EVENT_COLUMNS, TABLES
 from schemas.udf import APPLY_EVENT_COLUMNS, APPLY_OUTPUT, CURSOR, PARTITION, UNSUBSCRIBED
 
@@ -264,7 +264,7 @@ class BatchWriter:
             # did not know, e.g. ledger_trims, is absent: nothing to read there)
             versions = pinned or read_versions(spark, self.options.warehouse)
             tag = read_tag(tag, versions)
-            touched_keys = F.broadcast(spark.createDataFrame(touched, "topic string, partition int"))
+            touched_keys = F.broadcast(local_frame(spark, touched, "topic string, partition int"))
             base = self._state_rows(spark, versions, touched, touched_keys, warm=not pinned)
             state = with_trim_requests(base, self._trim_requests(spark, versions, touched_keys))
             self._phases.done("read state")
@@ -448,23 +448,25 @@ class BatchWriter:
             duration_ms=max(1, int((time.time() - started) * 1000)),
         )
         record = figures.as_dict()
-        row = spark.createDataFrame([{**record, "query_id": self.options.app_id}]).select(
+        counts = (
+            "input_rows",
+            "applied_rows",
+            "rejected_rows",
+            "stale_rows",
+            "duplicate_rows",
+            "partitions_touched",
+            "cursors_touched",
+            "duration_ms",
+        )
+        row = local_frame(
+            spark,
+            [(*(record[c] for c in counts), float(record["rows_per_second"]))],
+            ", ".join(f"{c} long" for c in counts) + ", rows_per_second double",
+        ).select(
             F.lit(self.options.app_id).alias("query_id"),
             F.lit(batch_id).cast("long").alias("batch_id"),
-            *[
-                F.col(c).cast("long").alias(c)
-                for c in (
-                    "input_rows",
-                    "applied_rows",
-                    "rejected_rows",
-                    "stale_rows",
-                    "duplicate_rows",
-                    "partitions_touched",
-                    "cursors_touched",
-                    "duration_ms",
-                )
-            ],
-            F.col("rows_per_second").cast("double"),
+            *counts,
+            "rows_per_second",
             F.to_timestamp(F.lit(started)).alias("started_at"),
             F.current_timestamp().alias("finished_at"),
         )

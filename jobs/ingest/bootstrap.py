@@ -205,9 +205,9 @@ def _bootstrapped_before(
 ) -> dict[tuple[str, int], tuple[dict[str, bytes], Ledgers | None]]:
     """The state earlier bootstraps wrote for ``keys`` (encoded cursors, ledgers); refuses a
     partition that an ingest batch (any other writer) has written."""
-    from jobs.platform.tables import read_table
+    from jobs.platform.tables import local_frame, read_table
 
-    wanted = spark.createDataFrame(sorted(keys), "topic string, partition int")
+    wanted = local_frame(spark, sorted(keys), "topic string, partition int")
     rows: dict[tuple[str, int], tuple[dict[str, bytes], Ledgers | None]] = {}
     written_by: dict[tuple[str, int], set[str]] = {}
     for row in (

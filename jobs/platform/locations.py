@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from jobs.platform.errors import LocationError
+from jobs.platform.java import jvm_class
 
 Location = str
 """A local absolute path or a URI, as ``resolve`` returns it."""
@@ -91,7 +92,7 @@ def _hadoop(location: str) -> tuple[Any, Any, Any]:
     if spark is None:
         raise LocationError(f"{location} is a URI: reaching it needs a running Spark session")
     jvm = spark._jvm  # type: ignore[attr-defined]
-    path = jvm.org.apache.hadoop.fs.Path(location)
+    path = jvm_class(jvm, "org.apache.hadoop.fs.Path")(location)
     return jvm, path.getFileSystem(spark._jsc.hadoopConfiguration()), path  # type: ignore[attr-defined]
 
 
@@ -128,7 +129,7 @@ def read_text(location: str) -> str:
     jvm, fs, path = _hadoop(location)
     stream = fs.open(path)
     try:
-        return str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+        return str(jvm_class(jvm, "org.apache.commons.io.IOUtils").toString(stream, "UTF-8"))
     finally:
         stream.close()
 

@@ -43,7 +43,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from jobs.platform.tables import counts_no_file, empty_frame, version_checksum
+from jobs.platform.java import java_list, jvm_class
+from jobs.platform.tables import counts_no_file, delta_log, empty_frame, version_checksum
 from schemas.tables import TABLES
 
 if TYPE_CHECKING:
@@ -193,8 +194,7 @@ class FileRewrite:
         conflict errors for ``jobs.platform.retry``."""
         began = time.time()
         jvm = spark._jvm  # type: ignore[attr-defined]
-        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)  # type: ignore[attr-defined]
-        txn = delta_log.startTransaction()
+        txn = delta_log(spark, path).startTransaction()
         if not _readable_by_files(txn):
             return False
         read_version = int(txn.readVersion())
@@ -221,8 +221,9 @@ class FileRewrite:
         now = int(time.time() * 1000)
         actions = [f.add.removeWithTimestamp(now, True) for _, f in candidates] + written
         if version is not None and app_id is not None:
-            at = jvm.scala.Option.apply(jvm.java.lang.Long.valueOf(str(now)))
-            actions.append(jvm.org.apache.spark.sql.delta.actions.SetTransaction(app_id, version, at))
+            at = jvm_class(jvm, "scala.Option").apply(jvm_class(jvm, "java.lang.Long").valueOf(str(now)))
+            set_transaction = jvm_class(jvm, "org.apache.spark.sql.delta.actions.SetTransaction")
+            actions.append(set_transaction(app_id, version, at))
         committed = int(txn.commit(_seq(jvm, actions), _write_operation(jvm, tag, len(wanted))))
         self._committed(path, known, read_version, committed, candidates, written, app_id, version)
         log.debug(
@@ -246,7 +247,7 @@ class FileRewrite:
             return kept
         files = {}
         if not counts_no_file(txn.snapshot()):  # a table just created has none to list
-            for add in txn.snapshot().allFiles().collectAsList():
+            for add in java_list(txn.snapshot().allFiles().collectAsList()):
                 lowest, highest = partition_range(add.stats())
                 files[add.path()] = _File(add, lowest, highest)
         log.debug("%s: %d file(s) at version %d read from Delta", path, len(files), read_version)
@@ -335,16 +336,19 @@ def _absolute(table_path: str, file_path: str) -> str:
     return table_path.rstrip("/") + "/" + decoded
 
 
+_CONVERTERS = "scala.jdk.javaapi.CollectionConverters"
+
+
 def _items(jvm: Any, seq: Any) -> list[Any]:
     """A Scala sequence's items (the inverse of ``_seq``)."""
-    return list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(seq))
+    return java_list(jvm_class(jvm, _CONVERTERS).asJava(seq))
 
 
 def _seq(jvm: Any, items: list[Any]) -> Any:
-    values = jvm.java.util.ArrayList()
+    values = jvm_class(jvm, "java.util.ArrayList")()
     for item in items:
         values.add(item)
-    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(values).toSeq()
+    return jvm_class(jvm, _CONVERTERS).asScala(values).toSeq()
 
 
 def rewrite_predicate(partitions: int) -> str:
@@ -357,9 +361,10 @@ def _write_operation(jvm: Any, tag: str | None, partitions: int) -> Any:
     metadata. Delta has no operation for "replace these files"; its other ones either rebuild
     the table's state after the commit (``MANUAL UPDATE``: a Spark job) or claim to be a command
     that did not run."""
-    none = jvm.scala.Option.empty()
-    metadata = jvm.scala.Option.apply(tag) if tag is not None else none
-    predicate = jvm.scala.Option.apply(rewrite_predicate(partitions))
-    write = getattr(jvm.org.apache.spark.sql.delta, "DeltaOperations$Write")
-    append = jvm.org.apache.spark.sql.SaveMode.valueOf("Append")
+    option = jvm_class(jvm, "scala.Option")
+    none = option.empty()
+    metadata = option.apply(tag) if tag is not None else none
+    predicate = option.apply(rewrite_predicate(partitions))
+    write = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaOperations$Write")
+    append = jvm_class(jvm, "org.apache.spark.sql.SaveMode").valueOf("Append")
     return write(append, none, predicate, metadata, none, none, none, none, none)

@@ -25,7 +25,7 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +34,7 @@ from jobs.platform.cds import driver_launch
 from jobs.platform.config import AckstateConfig, conf_dir, load_config
 from jobs.platform.errors import DeltaJarsMissingError, SparkUnavailableError
 from jobs.platform.jars import ensure_delta_jars, find_delta_jars, jars_root
-from jobs.platform.java import instantiated_session, require_java, running_session
+from jobs.platform.java import instantiated_session, jvm_class, require_java, running_session
 from jobs.platform.kafka import spark_kafka_dir
 from jobs.platform.maven import cached_files
 from jobs.platform.s3 import S3A_CLASS, cached_s3_jars
@@ -243,9 +243,9 @@ def class_loadable(name: str) -> bool:
 
     jvm = SparkContext._jvm
     assert jvm is not None
-    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    loader = jvm_class(jvm, "java.lang.Thread").currentThread().getContextClassLoader()
     try:
-        jvm.java.lang.Class.forName(name, False, loader)
+        jvm_class(jvm, "java.lang.Class").forName(name, False, loader)
     except Exception:
         return False
     return True
@@ -257,9 +257,12 @@ def session_settings(sessions: Sequence[SparkSession], settings: Mapping[str, st
     what it had: the value it set, or none (unset) where it set none.
 
     For work that needs other settings for a while in sessions that live on (the streaming
-    query's session and its write sessions, from one micro-batch to the next).
+    query's session and its write sessions, from one micro-batch to the next). Every table
+    write of a batch runs in one, so the settings a session had are asked of the JVM key by
+    key: ``conf.getAll`` copies every setting to Python one py4j call at a time and ends by
+    converting the exception that stops py4j's iteration (about 20 ms each time).
     """
-    saved = [(session, session.conf.getAll) for session in sessions]
+    saved = [(session, _set_settings(session, settings)) for session in sessions]
     try:
         for session in sessions:
             for key, value in settings.items():
@@ -272,6 +275,16 @@ def session_settings(sessions: Sequence[SparkSession], settings: Mapping[str, st
                     session.conf.set(key, before[key])
                 else:
                     session.conf.unset(key)
+
+
+def _set_settings(session: SparkSession, keys: Iterable[str]) -> dict[str, str]:
+    """The values ``session`` has set of ``keys`` (a key it has not set is absent)."""
+    jsession = getattr(session, "_jsparkSession", None)
+    if jsession is None:  # Spark Connect: no JVM to ask
+        every = session.conf.getAll
+        return {key: every[key] for key in keys if key in every}
+    settings = jsession.conf().getAllAsJava()  # a copy, read in the JVM
+    return {key: str(settings.get(key)) for key in keys if settings.containsKey(key)}
 
 
 def _scratch_catalog_dir() -> Path:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobs.platform import locations
+from jobs.platform.java import jvm_class
 from schemas.tables import TABLE_CLUSTERING, TABLES
 
 if TYPE_CHECKING:
@@ -79,11 +80,10 @@ def latest_version(spark: SparkSession, warehouse: str | Path, name: str) -> int
     from delta.tables import DeltaTable
 
     path = table_path(warehouse, name)
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is not None:
-        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)  # type: ignore[attr-defined]
-        snapshot = delta_log.update(
-            False, getattr(delta_log, "update$default$2")(), getattr(delta_log, "update$default$3")()
+    if getattr(spark, "_jvm", None) is not None:
+        table_log = delta_log(spark, path)
+        snapshot = table_log.update(
+            False, getattr(table_log, "update$default$2")(), getattr(table_log, "update$default$3")()
         )
         version = int(snapshot.version())
         if version >= 0:
@@ -98,13 +98,16 @@ def holds_no_rows(spark: SparkSession, warehouse: str | Path, name: str, version
     A batch into a new warehouse reads its state from tables just created; learning from their
     files that they are empty costs a snapshot and a scan each (about 2 s of that batch).
     False means "not known", not "has rows"."""
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None:
+    if getattr(spark, "_jvm", None) is None:
         return False
-    path = table_path(warehouse, name)
-    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)  # type: ignore[attr-defined]
-    snapshot = delta_log.unsafeVolatileSnapshot()
+    snapshot = delta_log(spark, table_path(warehouse, name)).unsafeVolatileSnapshot()
     return int(snapshot.version()) == version and counts_no_file(snapshot)
+
+
+def delta_log(spark: SparkSession, path: str) -> Any:
+    """Delta's ``DeltaLog`` of the table at ``path`` (a JVM object, Delta's internal API; Delta
+    keeps one per table and session's file system settings)."""
+    return jvm_class(spark._jvm, "org.apache.spark.sql.delta.DeltaLog").forTable(spark._jsparkSession, path)  # type: ignore[attr-defined]
 
 
 def version_checksum(snapshot: Any) -> Any | None:
@@ -121,20 +124,33 @@ def counts_no_file(snapshot: Any) -> bool:
     return checksum is not None and int(checksum.numFiles()) == 0
 
 
-def empty_frame(spark: SparkSession, schema: StructType | str) -> DataFrame:
-    """A frame of ``schema`` (a struct type or a DDL string) with no rows, which Spark's optimizer
-    knows is empty (a local relation): a join with it becomes a projection, with no shuffle and
-    no job. ``createDataFrame([])`` is a Python RDD, found empty only when it runs."""
-    from pyspark.sql import DataFrame
+def local_frame(spark: SparkSession, rows: Sequence[tuple[Any, ...]], schema: StructType | str) -> DataFrame:
+    """The driver's ``rows`` (tuples in the order of ``schema``'s columns; a struct type or a
+    DDL string) as a frame Spark holds in its plan (a local relation, through Arrow).
+
+    Why: ``createDataFrame(list)`` is a Python RDD. Each plan that reads it runs a job whose
+    tasks start Python workers, so a batch's topic partitions cost a job per join they were
+    broadcast to, and its one-row ``ingest_batches`` append a job of Python tasks. A local
+    relation is read in the driver: it is broadcast with no job, and the optimizer knows when
+    it is empty (a join with an empty one becomes a projection, with no shuffle)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType
 
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None:  # Spark Connect: no JVM to build it in
-        return spark.createDataFrame([], schema)
     struct = schema if isinstance(schema, StructType) else StructType.fromDDL(schema)
-    session = spark._jsparkSession  # type: ignore[attr-defined]
-    no_rows = session.createDataFrame(jvm.java.util.ArrayList(), session.parseDataType(struct.json()))
-    return DataFrame(no_rows, spark)
+    arrow = to_arrow_schema(struct)
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in struct.fields]
+    if len(columns) != len(struct.fields):
+        raise ValueError(f"rows of {len(columns)} values for {len(struct.fields)} columns")
+    table = pa.Table.from_arrays(
+        [pa.array(list(values), type=f.type) for values, f in zip(columns, arrow, strict=True)], schema=arrow
+    )
+    return spark.createDataFrame(table, struct)
+
+
+def empty_frame(spark: SparkSession, schema: StructType | str) -> DataFrame:
+    """A frame of ``schema`` with no rows that Spark's optimizer knows is empty (``local_frame``)."""
+    return local_frame(spark, [], schema)
 
 
 def read_table(

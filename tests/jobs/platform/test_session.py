@@ -194,6 +194,20 @@ def test_session_settings_last_for_the_block_and_give_back_what_each_session_had
     assert key not in spark.conf.getAll
 
 
+def test_session_settings_read_no_java_iterator(spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every table write of a batch runs in ``session_settings``: reading what the session had
+    must not end a py4j iteration with an exception (about 20 ms each, ``jobs.platform.java``)."""
+    from tests.jobs.platform.test_java import converted_exceptions
+
+    key = "spark.sql.codegen.factoryMode"
+    seen = converted_exceptions(monkeypatch)
+    with session_settings([spark], {key: "NO_CODEGEN", "spark.sql.shuffle.partitions": "5"}):
+        assert spark.conf.get("spark.sql.shuffle.partitions") == "5"
+    assert seen == []
+    assert key not in spark.conf.getAll
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "2"
+
+
 def test_get_spark_returns_the_running_session(spark: SparkSession) -> None:
     assert get_spark() is spark
     assert get_spark(extra_conf={"spark.sql.shuffle.partitions": 3}) is spark

@@ -37,3 +37,28 @@ def test_only_a_version_whose_checksum_counts_no_file_holds_no_rows(
     spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()  # type: ignore[attr-defined]
     assert latest_version(spark, warehouse, "ledger_trims") == 2
     assert not holds_no_rows(spark, warehouse, "ledger_trims", 2)  # no checksum: not known
+
+
+def test_local_frame_holds_its_rows_in_the_plan_and_is_read_without_a_job(spark: SparkSession) -> None:
+    from pyspark.sql import functions as F
+
+    from jobs.platform.tables import empty_frame, local_frame
+
+    tracker = spark.sparkContext.statusTracker()
+    frame = local_frame(spark, [("a", 1), ("b", 2)], "topic string, partition int")
+    assert frame._jdf.queryExecution().analyzed().getClass().getSimpleName() == "LocalRelation"
+    before = len(tracker.getJobIdsForGroup(None))
+    assert [tuple(r) for r in frame.collect()] == [("a", 1), ("b", 2)]
+    assert len(tracker.getJobIdsForGroup(None)) == before  # a Python RDD would run a job here
+    assert frame.schema.simpleString() == "struct<topic:string,partition:int>"
+
+    # broadcast into a join: scanned in the JVM (a Python RDD's scan starts Python workers)
+    wanted = spark.range(6).select(F.lit("a").alias("topic"), F.col("id").cast("int").alias("partition"))
+    joined = wanted.join(F.broadcast(frame), ["topic", "partition"], "left_semi")
+    assert [r["partition"] for r in joined.collect()] == [1]
+    assert "LocalTableScan" in joined._jdf.queryExecution().executedPlan().toString()
+
+    empty = empty_frame(spark, "topic string, partition int")
+    assert empty.collect() == [] and empty.columns == ["topic", "partition"]
+    with pytest.raises(ValueError, match="rows of 1 values for 2 columns"):
+        local_frame(spark, [("a",)], "topic string, partition int")
