@@ -262,7 +262,7 @@ def session_settings(sessions: Sequence[SparkSession], settings: Mapping[str, st
     key: ``conf.getAll`` copies every setting to Python one py4j call at a time and ends by
     converting the exception that stops py4j's iteration (about 20 ms each time).
     """
-    saved = [(session, _set_settings(session, settings)) for session in sessions]
+    saved = [(session, _settings_held(session, settings)) for session in sessions]
     try:
         for session in sessions:
             for key, value in settings.items():
@@ -277,7 +277,7 @@ def session_settings(sessions: Sequence[SparkSession], settings: Mapping[str, st
                     session.conf.unset(key)
 
 
-def _set_settings(session: SparkSession, keys: Iterable[str]) -> dict[str, str]:
+def _settings_held(session: SparkSession, keys: Iterable[str]) -> dict[str, str]:
     """The values ``session`` has set of ``keys`` (a key it has not set is absent)."""
     jsession = getattr(session, "_jsparkSession", None)
     if jsession is None:  # Spark Connect: no JVM to ask
