@@ -62,7 +62,7 @@ from jobs.platform.delta_writer import DeltaWriter
 from jobs.platform.errors import CompactError
 from jobs.platform.retry import DEFAULT_ATTEMPTS, retry_on_conflict
 from jobs.platform.session import session_settings
-from jobs.platform.tables import delta_log, local_frame, table_path
+from jobs.platform.tables import current_snapshot, delta_log, local_frame, table_path
 from jobs.read.stats import TopicFilter
 from schemas.tables import TABLE_KEYS, TABLES
 
@@ -502,10 +502,7 @@ def _compact_table(
 def _delta_log(spark: SparkSession, path: str) -> Any:
     """Delta's ``DeltaLog`` of a table and its latest snapshot, through the JVM (internal API)."""
     table_log = delta_log(spark, path)
-    snapshot = table_log.update(
-        False, getattr(table_log, "update$default$2")(), getattr(table_log, "update$default$3")()
-    )
-    return table_log, snapshot
+    return table_log, current_snapshot(table_log)
 
 
 def _oldest_tombstone(spark: SparkSession, path: str) -> int | None:

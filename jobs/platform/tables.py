@@ -81,11 +81,7 @@ def latest_version(spark: SparkSession, warehouse: str | Path, name: str) -> int
 
     path = table_path(warehouse, name)
     if getattr(spark, "_jvm", None) is not None:
-        table_log = delta_log(spark, path)
-        snapshot = table_log.update(
-            False, getattr(table_log, "update$default$2")(), getattr(table_log, "update$default$3")()
-        )
-        version = int(snapshot.version())
+        version = int(current_snapshot(delta_log(spark, path)).version())
         if version >= 0:
             return version
     return int(DeltaTable.forPath(spark, path).history(1).first()["version"])
@@ -108,6 +104,14 @@ def delta_log(spark: SparkSession, path: str) -> Any:
     """Delta's ``DeltaLog`` of the table at ``path`` (a JVM object, Delta's internal API; Delta
     keeps one per table and session's file system settings)."""
     return jvm_class(spark._jvm, "org.apache.spark.sql.delta.DeltaLog").forTable(spark._jsparkSession, path)  # type: ignore[attr-defined]
+
+
+def current_snapshot(table_log: Any) -> Any:
+    """The snapshot of a ``DeltaLog``'s newest version, after listing the log for commits made
+    since Delta last looked (``DeltaLog.update`` with its default arguments)."""
+    return table_log.update(
+        False, getattr(table_log, "update$default$2")(), getattr(table_log, "update$default$3")()
+    )
 
 
 def version_checksum(snapshot: Any) -> Any | None:
