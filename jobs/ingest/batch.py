@@ -57,9 +57,16 @@ from jobs.ingest.warm import PartitionKey, WarmState
 from jobs.platform import progress
 from jobs.platform.delta_writer import DeltaWriter
 from jobs.platform.session import session_settings
-from jobs.platform.tables import empty_frame, holds_no_rows, latest_version, local_frame, read_table
+from jobs.platform.tables import (
+    empty_frame,
+    holds_no_rows,
+    latest_version,
+    local_copy,
+    local_frame,
+    read_table,
+)
 from schemas.tables import REJECTED_EVENT_COLUMNS, TABLES
-from schemas.udf import APPLY_EVENT_COLUMNS, APPLY_OUTPUT, CURSOR, PARTITION, UNSUBSCRIBED
+from schemas.udf import APPLY_EVENT_COLUMNS, APPLY_OUTPUT, CURSOR, PARTITION, STATE_INPUT, UNSUBSCRIBED
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -73,6 +80,18 @@ then finds the compiled class in its cache; over Delta's nested log actions, whi
 reads, that was a quarter of a small batch's driver CPU (README, "Benchmarks"). Interpreted
 expressions skip it and cost more per row. The setting is internal to Spark (its tests run
 every expression both ways) and has kept its name and values since Spark 2.4."""
+
+SINGLE_PARTITION = {"spark.sql.maxSinglePartitionBytes": str(2**63 - 1)}
+"""The session settings of a batch that runs in one partition (``[ingest]
+single_partition_rows``). Its input is coalesced to one partition, and so are the state it
+reads and each table's rewrite (``jobs.platform.rewrite``), so that every join and cogroup
+between them runs in one task with no shuffle. Spark keeps a join of single-partition sides
+unshuffled only while it estimates each at most this many bytes (default 128 MiB), and its
+estimates of a batch's frames are products over the joins they come from; the batch is known to
+be small by its count of input records, so the limit is lifted for it. The state it reads and
+the apply's output are copied into the plan (``local_copy``), whose estimates are their sizes, so
+that the estimates do not multiply from batch to batch (the warm state is built from the
+output) past what the setting can hold."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +177,8 @@ class BatchWriter:
             on_write=self._written_one,
             rewrite=options.write_mode == "rewrite",
         )
+        self._single_partition = False
+        """Whether the batch being written runs in one partition (``SINGLE_PARTITION``)."""
         self._touched: list[PartitionKey] | None = None
         """The topic partitions of the batch being written (None: not known, as in a bootstrap's
         ``write_output``): its MERGEs are then rewrites of their files (``jobs.platform.rewrite``)."""
@@ -189,8 +210,10 @@ class BatchWriter:
             self._phases.done("read")
             if input_rows == 0:
                 return
+            self._single_partition = self.options.single_partition(input_rows)
             with self._execution(spark, batch_id, input_rows):
-                self._apply(spark, raw, batch_id, tag, pinned, input_rows, started)
+                batch = raw.coalesce(1) if self._single_partition else raw
+                self._apply(spark, batch, batch_id, tag, pinned, input_rows, started)
         finally:
             raw.unpersist()
         self._written += 1
@@ -199,16 +222,23 @@ class BatchWriter:
             self._compact(spark, compaction, batch_id)
 
     def _execution(self, spark: SparkSession, batch_id: int, input_rows: int) -> AbstractContextManager[None]:
-        """How the batch's Spark work runs: interpreted (``INTERPRETED``, in the query's session
-        and the write sessions) up to ``interpreted_rows`` input records, else as Spark's
-        default. Compaction after the batch runs with the default."""
-        if not self.options.interpreted(input_rows):
+        """How the batch's Spark work runs, in the query's session and the write sessions:
+        interpreted (``INTERPRETED``) up to ``interpreted_rows`` input records, in one partition
+        (``SINGLE_PARTITION``) up to ``single_partition_rows``, else as Spark's default.
+        Compaction after the batch runs with the default."""
+        settings: dict[str, str] = {}
+        if self.options.interpreted(input_rows):
+            log.debug("batch %d: %d input records, expressions interpreted", batch_id, input_rows)
+            settings.update(INTERPRETED)
+        if self._single_partition:
+            log.debug("batch %d: %d input records, in one partition", batch_id, input_rows)
+            settings.update(SINGLE_PARTITION)
+        if not settings:
             return nullcontext()
-        log.debug("batch %d: %d input records, expressions interpreted", batch_id, input_rows)
         sessions = [spark]
         if self.options.write_threads > 1:
             sessions += self._write_sessions(spark, self.options.write_threads)
-        return session_settings(sessions, INTERPRETED)
+        return session_settings(sessions, settings)
 
     def _compact(self, spark: SparkSession, compaction: CompactOptions, batch_id: int) -> None:
         """Compact between micro-batches: the query is then the warehouse's one writer. After
@@ -231,6 +261,7 @@ class BatchWriter:
         self._phases = _Phases(batch_id, self.on_phase)
         self._recovered = NOTHING_WRITTEN  # a bootstrap's batch id is new each time
         self._touched = None
+        self._single_partition = False
         started = time.time()
         out = out.localCheckpoint(eager=True)
         none = out.limit(0)  # no input rows, so nothing valid and nothing rejected
@@ -267,6 +298,8 @@ class BatchWriter:
             touched_keys = F.broadcast(local_frame(spark, touched, "topic string, partition int"))
             base = self._state_rows(spark, versions, touched, touched_keys, warm=not pinned)
             state = with_trim_requests(base, self._trim_requests(spark, versions, touched_keys))
+            if self._single_partition:
+                state = local_copy(spark, state, STATE_INPUT).coalesce(1)
             self._phases.done("read state")
             settings = self.options.settings
 
@@ -282,8 +315,11 @@ class BatchWriter:
                 .groupBy(*keys)
                 .cogroup(state.groupBy(*keys))
                 .applyInArrow(apply, APPLY_OUTPUT)
-                .localCheckpoint(eager=True)
             )
+            if self._single_partition:  # in the plan, with its size known (SINGLE_PARTITION)
+                out = local_copy(spark, out, APPLY_OUTPUT).coalesce(1)
+            else:
+                out = out.localCheckpoint(eager=True)
             self._phases.done("apply")
             keep = None
             if self.warm is not None and not pinned:
@@ -347,7 +383,17 @@ class BatchWriter:
         assert self.warm is not None
         expected = {t: read[t] + (1 if t in tables else 0) for t in STATE_TABLES}
         latest = {t: latest_version(spark, self.options.warehouse, t) for t in STATE_TABLES}
-        self.warm.keep(base, out, lineage, touched, touched_keys, read, expected, latest)
+        self.warm.keep(
+            base,
+            out,
+            lineage,
+            touched,
+            touched_keys,
+            read,
+            expected,
+            latest,
+            single_partition=self._single_partition,
+        )
 
     def _trim_requests(
         self, spark: SparkSession, versions: dict[str, int], touched_keys: DataFrame
@@ -538,7 +584,7 @@ class BatchWriter:
             return
         merge = projection.write(self.writer.merge(projection.table, rows))
         if self._touched is not None:
-            merge = merge.within(self._touched)
+            merge = merge.within(self._touched, single_partition=self._single_partition)
         if gone is not None and projection.table in SUBSCRIPTION_TABLES:
             merge = merge.when_not_matched_by_source_delete(gone)
         merge.execute(spark, version=batch_id, tag=tag)

@@ -40,6 +40,9 @@ class IngestOptions:
     interpreted_rows: int = 50_000
     """``[ingest] interpreted_rows``: a micro-batch of at most this many input records runs
     Spark's expressions interpreted instead of as generated code (``BatchWriter``); 0 = never."""
+    single_partition_rows: int = 50_000
+    """``[ingest] single_partition_rows``: a micro-batch of at most this many input records runs
+    in one partition, with no shuffle between its steps (``BatchWriter``); 0 = never."""
     kafka: Mapping[str, Any] = field(default_factory=dict)
     """``[kafka]`` (``format`` kafka): ``bootstrap_servers``, ``starting_offsets``,
     ``max_offsets_per_trigger``, and ``options`` passed to the consumer as ``kafka.<key>``."""
@@ -55,6 +58,10 @@ class IngestOptions:
     def interpreted(self, input_rows: int) -> bool:
         """Whether a micro-batch of ``input_rows`` input records runs interpreted."""
         return 0 < input_rows <= self.interpreted_rows
+
+    def single_partition(self, input_rows: int) -> bool:
+        """Whether a micro-batch of ``input_rows`` input records runs in one partition."""
+        return 0 < input_rows <= self.single_partition_rows
 
     @property
     def checkpoint_path(self) -> str:
@@ -100,6 +107,17 @@ def interpreted_rows(config: AckstateConfig) -> int:
     return rows
 
 
+def single_partition_rows(config: AckstateConfig) -> int:
+    """``[ingest] single_partition_rows``: the largest micro-batch (input records) that runs in
+    one partition; 0 = none."""
+    rows = int(config.ingest.get("single_partition_rows", IngestOptions.single_partition_rows))
+    if rows < 0:
+        raise IngestError(
+            f"[ingest] single_partition_rows = {rows}: use 0 (never) or a number of input records"
+        )
+    return rows
+
+
 WRITE_MODES = ("rewrite", "merge")
 
 
@@ -119,6 +137,7 @@ def batch_settings(config: AckstateConfig) -> dict[str, Any]:
         "warm_state": warm_state(config),
         "write_mode": write_mode(config),
         "interpreted_rows": interpreted_rows(config),
+        "single_partition_rows": single_partition_rows(config),
     }
 
 

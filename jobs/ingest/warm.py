@@ -104,12 +104,16 @@ class WarmState:
         read: Mapping[str, int],
         expected: Mapping[str, int],
         latest: Mapping[str, int],
+        *,
+        single_partition: bool = False,
     ) -> None:
         """After a batch's writes: keep the state rows it started from (``base``, those of its
         ``touched`` partitions, ``touched_keys`` as a frame) with its changes in ``out`` over
         them, if the state tables are at the ``expected`` versions (the ``read`` ones plus the
         batch's own commits); else keep nothing. The rows kept of partitions the batch did not
-        touch stay if they equalled the versions it read."""
+        touch stay if they equalled the versions it read. A batch that ran in one partition
+        (``jobs.ingest.batch.SINGLE_PARTITION``) keeps them in one, which the next such batch
+        joins with its own without a shuffle."""
         from py4j.protocol import Py4JJavaError
 
         if any(latest.get(t) != expected.get(t) for t in STATE_TABLES):
@@ -127,6 +131,8 @@ class WarmState:
             rows, partitions = others.unionByName(base), previous.partitions | partitions
         try:
             rows = _overlay(rows, changed_state(out, lineage), removed_cursors(out))
+            if single_partition:
+                rows = rows.coalesce(1)
             rows = rows.localCheckpoint(eager=True)
         except Py4JJavaError as exc:  # the rows kept before are gone: keep nothing
             log.warning("the state kept from the last batch is lost: %s", _first_line(exc))

@@ -59,6 +59,8 @@ class TableMerge:
     partitions: tuple[PartitionKey, ...] | None = None
     """The topic partitions that hold every source row and every row a clause may delete
     (``within``); None: unknown, so the write is a MERGE."""
+    single_partition: bool = False
+    """Whether the rewrite may run in one task (``within``)."""
 
     def on_keys(self, keys: Sequence[str]) -> TableMerge:
         """Match on ``keys`` instead of the table's key (another unique column set)."""
@@ -73,11 +75,12 @@ class TableMerge:
         Delta skips a second commit of the same (app id, version) to a table."""
         return replace(self, app_id=app_id)
 
-    def within(self, partitions: Sequence[PartitionKey]) -> TableMerge:
+    def within(self, partitions: Sequence[PartitionKey], *, single_partition: bool = False) -> TableMerge:
         """Every source row, and every table row a clause may delete, lies in ``partitions``
         (topic, partition): a writer with a ``FileRewrite`` then replaces the files holding
-        them instead of running a MERGE (``jobs.platform.rewrite``)."""
-        return replace(self, partitions=tuple(partitions))
+        them instead of running a MERGE (``jobs.platform.rewrite``), in one task when
+        ``single_partition`` (a small source) and the files are small enough."""
+        return replace(self, partitions=tuple(partitions), single_partition=single_partition)
 
     def when_matched_delete(self, condition: str | None = None) -> TableMerge:
         return self._add("delete", condition, None)
@@ -131,6 +134,7 @@ class TableMerge:
                     app_id=(self.app_id or self.writer.app_id) if version is not None else None,
                     version=version,
                     tag=tag,
+                    single_partition=self.single_partition,
                 ):
                     return None
             merge = (

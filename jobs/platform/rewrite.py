@@ -58,6 +58,10 @@ PartitionKey = tuple[str, int]
 REWRITE_PREDICATE = "ackstate rewrite"
 """How a rewrite's commit is told from an append in the history: its ``predicate`` begins so."""
 
+SINGLE_PARTITION_BYTES = 128 * 1024 * 1024
+"""The most bytes of files a rewrite reads in one task when its source is small (Spark's default
+of ``spark.sql.maxSinglePartitionBytes``); past it the rewrite spreads as usual."""
+
 _DELETE, _KEEP, _INSERT = "d", "k", "i"
 _IN_TARGET, _IN_SOURCE = "__ackstate_t", "__ackstate_s"
 
@@ -74,10 +78,12 @@ class Clause:
 
 @dataclass
 class _File:
-    """A data file of the table: its ``AddFile`` (a JVM object, for its remove) and the range of
-    topic partitions its statistics give (None: unknown, so it may hold any)."""
+    """A data file of the table: its ``AddFile`` (a JVM object, for its remove), its size in
+    bytes and the range of topic partitions its statistics give (None: unknown, so it may hold
+    any)."""
 
     add: Any
+    size: int
     lowest: PartitionKey | None
     highest: PartitionKey | None
 
@@ -186,12 +192,18 @@ class FileRewrite:
         app_id: str | None,
         version: int | None,
         tag: str | None,
+        single_partition: bool = False,
     ) -> bool:
         """Apply the MERGE of ``source`` (whose table columns are ``columns``: the caller has
         them, and asking a DataFrame for its columns analyses its plan) to the files holding
         ``partitions`` and commit; False (nothing done)
         when the table is one this cannot read by its files (module docstring). Raises Delta's
-        conflict errors for ``jobs.platform.retry``."""
+        conflict errors for ``jobs.platform.retry``.
+
+        ``single_partition``: the source is small (a batch of ``[ingest] single_partition_rows``
+        at most). If the files read are at most ``SINGLE_PARTITION_BYTES``, both sides are then
+        read in one partition, so that the join and the write run in one task with no shuffle
+        (in a session with ``jobs.ingest.batch.SINGLE_PARTITION``) and write one file."""
         began = time.time()
         jvm = spark._jvm  # type: ignore[attr-defined]
         txn = delta_log(spark, path).startTransaction()
@@ -214,6 +226,8 @@ class FileRewrite:
             target = spark.read.schema(schema).parquet(*[_absolute(path, name) for name, _ in candidates])
         else:
             target = empty_frame(spark, schema)
+        if single_partition and sum(f.size for _, f in candidates) <= SINGLE_PARTITION_BYTES:
+            target, source = target.coalesce(1), source.coalesce(1)
         rows = merged(target, source, on, clauses, schema, columns)
         planned = time.time()
         written = _items(jvm, txn.writeFiles(rows._jdf))
@@ -248,8 +262,7 @@ class FileRewrite:
         files = {}
         if not counts_no_file(txn.snapshot()):  # a table just created has none to list
             for add in java_list(txn.snapshot().allFiles().collectAsList()):
-                lowest, highest = partition_range(add.stats())
-                files[add.path()] = _File(add, lowest, highest)
+                files[add.path()] = _file(add)
         log.debug("%s: %d file(s) at version %d read from Delta", path, len(files), read_version)
         return _Files(read_version, files)
 
@@ -273,13 +286,17 @@ class FileRewrite:
         for name, _ in removed:
             files.pop(name, None)
         for add in written:
-            lowest, highest = partition_range(add.stats())
-            files[add.path()] = _File(add, lowest, highest)
+            files[add.path()] = _file(add)
         txn_versions = dict(known.txn_versions)
         if app_id is not None and version is not None:
             txn_versions[app_id] = version
         with self._lock:
             self._files[path] = _Files(committed, files, txn_versions)
+
+
+def _file(add: Any) -> _File:
+    lowest, highest = partition_range(add.stats())
+    return _File(add, int(add.size()), lowest, highest)
 
 
 def committed_version(jvm: Any, txn: Any, app_id: str) -> int:

@@ -23,6 +23,17 @@ if TYPE_CHECKING:
 log = logging.getLogger("ackstate.tables")
 
 
+CHECKPOINT_INTERVAL = 100
+"""``delta.checkpointInterval`` of the tables ackstate creates: Delta writes a checkpoint of a
+table's log inside every 100th commit instead of every 10th (its default).
+
+Why: an ingest batch commits once to each table it changes, so the state tables reach each
+multiple of the interval together, and that batch writes all their checkpoints inside its
+commits: 7 to 8 s more on two cores, every 10th batch (README, "Benchmarks"). A reader that
+rebuilds a table's state reads the last checkpoint and the commits after it, at most 99 small
+JSON files; ``ackstate compact`` writes a checkpoint of every table it compacts."""
+
+
 def table_path(warehouse: str | Path, name: str) -> str:
     if name not in TABLES:
         raise KeyError(f"unknown table {name!r}; tables are {sorted(TABLES)}")
@@ -32,8 +43,8 @@ def table_path(warehouse: str | Path, name: str) -> str:
 def ensure_tables(
     spark: SparkSession, warehouse: str | Path, names: Sequence[str] | None = None
 ) -> list[str]:
-    """Create every missing table (or those of ``names``), clustered by topic partition; return
-    the names created.
+    """Create every missing table (or those of ``names``), clustered by topic partition and
+    checkpointed every ``CHECKPOINT_INTERVAL`` commits; return the names created.
 
     Idempotent. Columns are only ever added (CONTRACT.md), so a table that an older ackstate
     created gets the columns it lacks, appended (``ALTER TABLE ... ADD COLUMNS``): the writers
@@ -51,6 +62,7 @@ def ensure_tables(
             continue
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
         builder = builder.clusterBy(*TABLE_CLUSTERING[name])
+        builder = builder.property("delta.checkpointInterval", str(CHECKPOINT_INTERVAL))
         builder.execute()
         created.append(name)
     if created:
@@ -150,6 +162,19 @@ def local_frame(spark: SparkSession, rows: Sequence[tuple[Any, ...]], schema: St
         [pa.array(list(values), type=f.type) for values, f in zip(columns, arrow, strict=True)], schema=arrow
     )
     return spark.createDataFrame(table, struct)
+
+
+def local_copy(spark: SparkSession, frame: DataFrame, schema: StructType) -> DataFrame:
+    """``frame``'s rows (of ``schema``), collected into the driver and held in the plan as a
+    local relation (``local_frame``), for a frame known to be small.
+
+    Why: Spark's estimate of a local relation's size is its size. The estimate of any other
+    frame is derived from its plan, and over a join or cogroup it is the product of the sides':
+    a single-partition batch's apply output was estimated at 10^17 bytes for 1,000 events, and
+    its state, kept from that output, made the next batch's overflow. Spark plans a join of two
+    single-partition frames without a shuffle only while it estimates each below
+    ``spark.sql.maxSinglePartitionBytes`` (``jobs.ingest.batch``)."""
+    return spark.createDataFrame(frame.toArrow(), schema)
 
 
 def empty_frame(spark: SparkSession, schema: StructType | str) -> DataFrame:

@@ -26,6 +26,7 @@ from jobs.bench.generate import MALFORMED_KEY, RAW_KEY, iter_events
 from jobs.ingest.batch import BatchWriter
 from jobs.ingest.options import IngestOptions
 from jobs.ingest.query import start_ingest
+from jobs.platform.rewrite import REWRITE_PREDICATE
 from jobs.platform.tables import read_table
 from tests.jobs.ingest.killed_cli import KILL_AT_ENV
 from tests.jobs.warehouse import LINEAGE, assert_same_tables, crash_at
@@ -227,20 +228,42 @@ def test_delta_table_source_gives_the_same_state(spark, well_formed, clean_run, 
     assert any("rows in" in m and "rejected" in m for m in caplog.messages), caplog.messages
 
 
-def test_generated_code_writes_what_interpreted_code_writes(spark, workload, clean_run, tmp_path, caplog):
-    """The clean run's batches (400 records) run interpreted (``[ingest] interpreted_rows``);
-    the same files with generated code (``interpreted_rows = 0``) give every table the same rows."""
+def _files_per_rewrite(warehouse: Path) -> list[int]:
+    """The files each batch's rewrite of a projection table added (``jobs.platform.rewrite``),
+    read from the tables' Delta logs."""
+    added = []
+    for log_dir in sorted(warehouse.glob("*/_delta_log")):
+        for commit in sorted(log_dir.glob("*.json")):
+            actions = [json.loads(line) for line in commit.read_text().splitlines() if line.strip()]
+            info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
+            if REWRITE_PREDICATE in str(info.get("operationParameters", {}).get("predicate", "")):
+                added.append(sum(1 for a in actions if "add" in a))
+    return added
+
+
+def test_large_batches_write_what_small_batches_write(spark, workload, clean_run, tmp_path, caplog):
+    """The clean run's batches (400 records) are small: they run interpreted (``[ingest]
+    interpreted_rows``) and in one partition (``single_partition_rows``: each table's rewrite
+    writes one file). The same files run as large batches (both 0: generated code, spread
+    over the shuffle partitions) give every table the same rows."""
     import logging
 
     base, expected = clean_run
-    assert _options(base / "source", base / "warehouse").interpreted(len(workload) // FILES)
+    small = _options(base / "source", base / "warehouse")
+    assert small.interpreted(len(workload) // FILES) and small.single_partition(len(workload) // FILES)
     options = replace(
-        _options(base / "source", tmp_path / "warehouse", tmp_path / "checkpoint"), interpreted_rows=0
+        _options(base / "source", tmp_path / "warehouse", tmp_path / "checkpoint"),
+        interpreted_rows=0,
+        single_partition_rows=0,
     )
     with caplog.at_level(logging.DEBUG, logger="ackstate.ingest"):
         _run(spark, options)
-    assert not any("interpreted" in m for m in caplog.messages), caplog.messages
+    assert not any("interpreted" in m or "one partition" in m for m in caplog.messages), caplog.messages
     assert_same_tables(snapshot(spark, tmp_path / "warehouse"), expected)
+    in_one = _files_per_rewrite(base / "warehouse")
+    spread = _files_per_rewrite(tmp_path / "warehouse")
+    assert in_one and max(in_one) == 1, in_one
+    assert len(spread) == len(in_one) and max(spread) == 2, spread
 
 
 @pytest.mark.slow

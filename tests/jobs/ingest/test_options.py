@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.ingest.options import IngestOptions, interpreted_rows, write_mode
+from jobs.ingest.options import IngestOptions, interpreted_rows, single_partition_rows, write_mode
 from jobs.platform.config import ConfigError, load_config
 from jobs.platform.errors import IngestError
 
@@ -31,6 +31,19 @@ def test_interpreted_rows_must_be_a_count(tmp_path: Path) -> None:
         interpreted_rows(load_config(_conf(tmp_path, "[ingest]\ninterpreted_rows = -1\n")))
     with pytest.raises(ConfigError, match="interpreted_rows"):
         load_config(_conf(tmp_path, '[ingest]\ninterpreted_rows = "many"\n'))
+
+
+def test_small_batches_run_in_one_partition_up_to_single_partition_rows(tmp_path: Path) -> None:
+    assert single_partition_rows(load_config()) == IngestOptions.single_partition_rows == 50_000
+    conf = _conf(tmp_path, "[ingest]\nsingle_partition_rows = 5\n")
+    assert single_partition_rows(load_config(conf)) == 5
+    options = IngestOptions(source="s", warehouse="w", single_partition_rows=5)
+    assert [options.single_partition(n) for n in (0, 1, 5, 6)] == [False, True, True, False]
+    assert not IngestOptions(source="s", warehouse="w", single_partition_rows=0).single_partition(1)
+    with pytest.raises(IngestError, match=r"single_partition_rows = -1: use 0 \(never\)"):
+        single_partition_rows(load_config(_conf(tmp_path, "[ingest]\nsingle_partition_rows = -1\n")))
+    with pytest.raises(ConfigError, match="single_partition_rows"):
+        load_config(_conf(tmp_path, '[ingest]\nsingle_partition_rows = "many"\n'))
 
 
 def test_write_mode_is_rewrite_unless_merge_is_asked_for(tmp_path: Path) -> None:

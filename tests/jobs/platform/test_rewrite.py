@@ -10,9 +10,11 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
+from jobs.ingest.batch import SINGLE_PARTITION
 from jobs.platform.delta_writer import DeltaWriter, TableMerge
 from jobs.platform.rewrite import committed_version, partition_range
-from jobs.platform.tables import ensure_tables, read_table, table_path
+from jobs.platform.session import session_settings
+from jobs.platform.tables import ensure_tables, local_frame, read_table, table_path
 
 pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
 
@@ -27,12 +29,12 @@ def _table(spark: SparkSession, warehouse: str) -> list[tuple]:
     return sorted(tuple(r) for r in read_table(spark, warehouse, "ledgers").collect())
 
 
-def _writers(spark: SparkSession, tmp_path: Path) -> dict[str, DeltaWriter]:
+def _writers(spark: SparkSession, tmp_path: Path, modes=("merge", "rewrite")) -> dict[str, DeltaWriter]:
     out = {}
-    for mode in ("merge", "rewrite"):
+    for mode in modes:
         warehouse = str(tmp_path / mode)
         ensure_tables(spark, warehouse, ["ledgers"])
-        out[mode] = DeltaWriter(warehouse, "app-1", rewrite=mode == "rewrite")
+        out[mode] = DeltaWriter(warehouse, "app-1", rewrite=mode != "merge")
     return out
 
 
@@ -48,8 +50,17 @@ def _every_clause(merge: TableMerge) -> TableMerge:
     )
 
 
+def _added_files(warehouse: str) -> list[int]:
+    """The files each commit after the table's creation added to ``ledgers``."""
+    added = []
+    for commit in sorted(Path(table_path(warehouse, "ledgers"), "_delta_log").glob("*.json"))[1:]:
+        added.append(sum(1 for line in commit.read_text().splitlines() if line.startswith('{"add"')))
+    return added
+
+
 def test_a_rewrite_leaves_the_rows_a_merge_leaves(spark: SparkSession, tmp_path: Path) -> None:
-    writers = _writers(spark, tmp_path)
+    """Also in one partition (a small batch's, ``single_partition``): one file per commit."""
+    writers = _writers(spark, tmp_path, ("merge", "rewrite", "single"))
     batches = [
         [
             ("t", 0, 1, 0, 9, 10, "upsert"),
@@ -69,10 +80,16 @@ def test_a_rewrite_leaves_the_rows_a_merge_leaves(spark: SparkSession, tmp_path:
         [("u", 0, 3, 1, 1, 1, "upsert"), ("t", 0, 2, 0, 0, 500, "upsert")],
     ]
     for version, rows in enumerate(batches, start=1):
-        for writer in writers.values():
-            merge = _every_clause(writer.merge("ledgers", _rows(spark, rows)))
-            merge.within(sorted({(r[0], r[1]) for r in rows})).execute(spark, version=version)
+        for mode, writer in writers.items():
+            # a small batch's source is held in the plan (jobs.platform.tables.local_copy)
+            single = mode == "single"
+            source = local_frame(spark, rows, COLUMNS + ", op string") if single else _rows(spark, rows)
+            merge = _every_clause(writer.merge("ledgers", source))
+            keys = sorted({(r[0], r[1]) for r in rows})
+            with session_settings([spark], SINGLE_PARTITION if single else {}):
+                merge.within(keys, single_partition=single).execute(spark, version=version)
         assert _table(spark, writers["rewrite"].warehouse) == _table(spark, writers["merge"].warehouse)
+        assert _table(spark, writers["single"].warehouse) == _table(spark, writers["merge"].warehouse)
     assert _table(spark, writers["rewrite"].warehouse) == [
         ("t", 0, 2, 0, 0, 500),
         ("t", 1, 1, 0, 8, None),
@@ -82,6 +99,8 @@ def test_a_rewrite_leaves_the_rows_a_merge_leaves(spark: SparkSession, tmp_path:
     ]
     history = DeltaTable.forPath(spark, table_path(writers["rewrite"].warehouse, "ledgers")).history()
     assert {r["operation"] for r in history.filter("version > 0").collect()} == {"WRITE"}
+    assert _added_files(writers["single"].warehouse) == [1, 1, 1]
+    assert max(_added_files(writers["rewrite"].warehouse)) == 2  # two shuffle partitions
 
 
 def test_a_version_already_committed_is_not_written_again(spark: SparkSession, tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,42 @@ def test_local_frame_holds_its_rows_in_the_plan_and_is_read_without_a_job(spark:
     assert empty.collect() == [] and empty.columns == ["topic", "partition"]
     with pytest.raises(ValueError, match="rows of 1 values for 2 columns"):
         local_frame(spark, [("a",)], "topic string, partition int")
+
+
+def test_local_copy_holds_a_frames_rows_with_their_size_known(spark: SparkSession) -> None:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    from jobs.platform.tables import local_copy
+
+    schema = StructType.fromDDL("topic string, partition int")
+    built = (  # estimated as the million rows it filters, and a self-join multiplies that
+        spark.range(1_000_000)
+        .where("id < 3")
+        .select(F.lit("t").alias("topic"), F.col("id").cast("int").alias("partition"))
+    )
+    joined = built.join(built.select("partition"), "partition").select("topic", "partition")
+    copy = local_copy(spark, joined, schema)
+    assert copy._jdf.queryExecution().analyzed().getClass().getSimpleName() == "LocalRelation"
+    assert sorted(tuple(r) for r in copy.collect()) == [("t", 0), ("t", 1), ("t", 2)]
+    assert copy._jdf.queryExecution().optimizedPlan().stats().sizeInBytes() < 1_000
+    assert joined._jdf.queryExecution().optimizedPlan().stats().sizeInBytes() > 10**12
+
+
+def test_tables_are_checkpointed_every_hundred_commits(spark: SparkSession, tmp_path: Path) -> None:
+    """Not every 10th, Delta's default: a batch's commits would checkpoint its tables together."""
+    from jobs.platform.tables import CHECKPOINT_INTERVAL
+
+    warehouse = str(tmp_path / "wh")
+    ensure_tables(spark, warehouse, ["ledger_trims"])
+    log_dir = Path(table_path(warehouse, "ledger_trims")) / "_delta_log"
+    metadata = next(
+        json.loads(line)["metaData"]
+        for line in (log_dir / f"{0:020d}.json").read_text().splitlines()
+        if '"metaData"' in line
+    )
+    assert metadata["configuration"]["delta.checkpointInterval"] == str(CHECKPOINT_INTERVAL) == "100"
+    for _ in range(10):
+        append_rows(spark, warehouse, "ledger_trims", [ROW])
+    assert latest_version(spark, warehouse, "ledger_trims") == 10
+    assert not list(log_dir.glob("*.checkpoint*.parquet"))  # Delta's default would write one here
