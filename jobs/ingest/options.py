@@ -40,7 +40,7 @@ class IngestOptions:
     interpreted_rows: int = 50_000
     """``[ingest] interpreted_rows``: a micro-batch of at most this many input records runs
     Spark's expressions interpreted instead of as generated code (``BatchWriter``); 0 = never."""
-    single_partition_rows: int = 50_000
+    single_partition_rows: int = 10_000
     """``[ingest] single_partition_rows``: a micro-batch of at most this many input records runs
     in one partition, with no shuffle between its steps (``BatchWriter``); 0 = never."""
     kafka: Mapping[str, Any] = field(default_factory=dict)

@@ -34,7 +34,7 @@ def test_interpreted_rows_must_be_a_count(tmp_path: Path) -> None:
 
 
 def test_small_batches_run_in_one_partition_up_to_single_partition_rows(tmp_path: Path) -> None:
-    assert single_partition_rows(load_config()) == IngestOptions.single_partition_rows == 50_000
+    assert single_partition_rows(load_config()) == IngestOptions.single_partition_rows == 10_000
     conf = _conf(tmp_path, "[ingest]\nsingle_partition_rows = 5\n")
     assert single_partition_rows(load_config(conf)) == 5
     options = IngestOptions(source="s", warehouse="w", single_partition_rows=5)
