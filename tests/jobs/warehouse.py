@@ -187,6 +187,16 @@ def append_rows(spark: SparkSession, warehouse: Path, name: str, rows: list[dict
     )
 
 
+def commit_actions(warehouse: str | Path, name: str) -> list[list[dict[str, Any]]]:
+    """The actions of each commit in the table's Delta log (``commitInfo``, ``add``, ...), in
+    version order, read from its JSON files: what a commit did, without Spark."""
+    log_dir = Path(table_path(warehouse, name)) / "_delta_log"
+    return [
+        [json.loads(line) for line in commit.read_text().splitlines() if line.strip()]
+        for commit in sorted(log_dir.glob("*.json"))
+    ]
+
+
 def utc(year: int, month: int, day: int, hour: int = 0) -> datetime:
     """A naive UTC datetime, as Spark returns and takes timestamps in this session (UTC)."""
     return datetime(year, month, day, hour, tzinfo=UTC).replace(tzinfo=None)

@@ -28,8 +28,9 @@ from jobs.ingest.options import IngestOptions
 from jobs.ingest.query import start_ingest
 from jobs.platform.rewrite import REWRITE_PREDICATE
 from jobs.platform.tables import read_table
+from schemas.tables import TABLES
 from tests.jobs.ingest.killed_cli import KILL_AT_ENV
-from tests.jobs.warehouse import LINEAGE, assert_same_tables, crash_at
+from tests.jobs.warehouse import LINEAGE, assert_same_tables, commit_actions, crash_at
 from tests.jobs.warehouse import snapshot as warehouse_snapshot
 
 pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
@@ -232,9 +233,10 @@ def _files_per_rewrite(warehouse: Path) -> list[int]:
     """The files each batch's rewrite of a projection table added (``jobs.platform.rewrite``),
     read from the tables' Delta logs."""
     added = []
-    for log_dir in sorted(warehouse.glob("*/_delta_log")):
-        for commit in sorted(log_dir.glob("*.json")):
-            actions = [json.loads(line) for line in commit.read_text().splitlines() if line.strip()]
+    for name in sorted(TABLES):
+        if not (warehouse / name).is_dir():
+            continue
+        for actions in commit_actions(warehouse, name):
             info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
             if REWRITE_PREDICATE in str(info.get("operationParameters", {}).get("predicate", "")):
                 added.append(sum(1 for a in actions if "add" in a))

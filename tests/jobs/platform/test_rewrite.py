@@ -15,6 +15,7 @@ from jobs.platform.delta_writer import DeltaWriter, TableMerge
 from jobs.platform.rewrite import committed_version, partition_range
 from jobs.platform.session import session_settings
 from jobs.platform.tables import ensure_tables, local_frame, read_table, table_path
+from tests.jobs.warehouse import commit_actions
 
 pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
 
@@ -52,10 +53,7 @@ def _every_clause(merge: TableMerge) -> TableMerge:
 
 def _added_files(warehouse: str) -> list[int]:
     """The files each commit after the table's creation added to ``ledgers``."""
-    added = []
-    for commit in sorted(Path(table_path(warehouse, "ledgers"), "_delta_log").glob("*.json"))[1:]:
-        added.append(sum(1 for line in commit.read_text().splitlines() if line.startswith('{"add"')))
-    return added
+    return [sum(1 for a in actions if "add" in a) for actions in commit_actions(warehouse, "ledgers")[1:]]
 
 
 def test_a_rewrite_leaves_the_rows_a_merge_leaves(spark: SparkSession, tmp_path: Path) -> None:

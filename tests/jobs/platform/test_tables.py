@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
 from jobs.platform.tables import ensure_tables, holds_no_rows, latest_version, table_path
-from tests.jobs.warehouse import append_rows
+from tests.jobs.warehouse import append_rows, commit_actions
 
 pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
 
@@ -92,11 +91,8 @@ def test_tables_are_checkpointed_every_hundred_commits(spark: SparkSession, tmp_
     warehouse = str(tmp_path / "wh")
     ensure_tables(spark, warehouse, ["ledger_trims"])
     log_dir = Path(table_path(warehouse, "ledger_trims")) / "_delta_log"
-    metadata = next(
-        json.loads(line)["metaData"]
-        for line in (log_dir / f"{0:020d}.json").read_text().splitlines()
-        if '"metaData"' in line
-    )
+    created = commit_actions(warehouse, "ledger_trims")[0]
+    metadata = next(a["metaData"] for a in created if "metaData" in a)
     assert metadata["configuration"]["delta.checkpointInterval"] == str(CHECKPOINT_INTERVAL) == "100"
     for _ in range(10):
         append_rows(spark, warehouse, "ledger_trims", [ROW])
