@@ -36,6 +36,7 @@ from jobs.platform.errors import DeltaJarsMissingError, SparkUnavailableError
 from jobs.platform.jars import ensure_delta_jars, find_delta_jars, jars_root
 from jobs.platform.java import instantiated_session, jvm_class, require_java, running_session
 from jobs.platform.kafka import spark_kafka_dir
+from jobs.platform.localfs import local_session_conf
 from jobs.platform.maven import cached_files
 from jobs.platform.s3 import S3A_CLASS, cached_s3_jars
 
@@ -184,6 +185,10 @@ def _local_conf(
     if s3_jars and "hadoop-aws" not in conf.get(key, "") + conf.get("spark.jars", ""):
         conf[key] = separator.join(filter(None, [conf.get(key, ""), *map(str, s3_jars)]))
         conf.setdefault("spark.hadoop.fs.s3.impl", S3A_CLASS)
+    # Hadoop's local file system without a process per file operation (jobs.platform.localfs),
+    # when `ackstate setup` built it; a cluster's executors have no such jar
+    if chosen_master.startswith("local"):
+        conf.update(local_session_conf(conf, jars_dir))
     if not _delta_supplied(conf):
         conf["spark.jars"] = ",".join(
             filter(None, [conf.get("spark.jars", ""), *map(str, _delta_jars(config, jars_dir))])

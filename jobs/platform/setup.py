@@ -129,6 +129,22 @@ def setup_delta(args: argparse.Namespace) -> int:
     return 0
 
 
+def setup_localfs(args: Any) -> None:
+    """Compile Hadoop's local file system without a process per file operation
+    (``jobs.platform.localfs``). Before the class archive: the jar is on a local driver's class
+    path. Without ``javac`` sessions keep Hadoop's own classes, slower, so setup goes on."""
+    from jobs.platform.localfs import ensure_localfs_jar
+
+    try:
+        jar, seconds = ensure_localfs_jar(args.jars_dir, force=args.force)
+    except SparkUnavailableError as exc:
+        print(f"ackstate setup: Hadoop's own local file system for local sessions ({exc})")
+        return
+    took = "already there" if seconds is None else f"compiled in {seconds:.1f} s"
+    what = f"local file system without a process per file operation {display_path(jar)}"
+    print(f"ackstate setup: {what} {took}")
+
+
 def setup_class_archive(args: Any) -> None:
     """Dump the driver's class archive (``jobs.platform.cds``) for the class path the steps
     before left. After S3A: its jars are on a local driver's class path, so they are part of it.
@@ -178,6 +194,7 @@ def setup_command(args: Any) -> int:
         what = f"Hadoop's S3A connector {HADOOP_AWS_VERSION} in {display_path(s3_jars_dir(args.jars_dir))}"
         took = f" (resolved in {time.monotonic() - started:.1f} s)" if resolved else " already there"
         print(f"ackstate setup: {what}{took}")
+    setup_localfs(args)
     setup_class_archive(args)
     if not getattr(args, "pulsar", False):
         return 0
