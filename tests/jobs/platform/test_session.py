@@ -223,3 +223,17 @@ def test_python_workers_run_this_interpreter(spark: SparkSession) -> None:
 
     executables = spark.sparkContext.parallelize([0], 1).mapPartitions(worker_python).collect()
     assert executables == [sys.executable]
+
+
+def test_named_classes_are_found_by_their_simple_names(spark: SparkSession) -> None:
+    """A view with no imports knows none of them; after ``import_by_name`` each simple name is
+    its class (a wrong name would break every ``F.col`` of the session's view)."""
+    from py4j.java_gateway import JavaClass
+
+    view = spark.sparkContext._gateway.new_jvm_view()
+    simple = [name.rsplit(".", 1)[1] for name in session_module.NAMED_CLASSES]
+    assert not any(isinstance(getattr(view, s), JavaClass) for s in simple)
+    session_module.import_by_name(view)
+    for name, s in zip(session_module.NAMED_CLASSES, simple, strict=True):
+        found = getattr(view, s)
+        assert isinstance(found, JavaClass) and found._fqn == name
