@@ -18,7 +18,8 @@ installed pyspark into the jar cache. A local session (master ``local[...]``) pu
 the driver's class path and sets ``spark.hadoop.fs.file.impl`` and
 ``spark.hadoop.fs.AbstractFileSystem.file.impl``, unless the user set either. Without ``javac``
 or before ``setup``, sessions run Hadoop's own classes, as before. A cluster's executors are left
-alone: their machines have no such jar.
+alone: their machines have no such jar. A changed source is a new jar, so a new driver class
+path: sessions start without the class archive (``jobs.platform.cds``) until setup runs again.
 """
 
 from __future__ import annotations
