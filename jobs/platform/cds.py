@@ -36,7 +36,7 @@ from pathlib import Path
 from jobs.platform.config import AckstateConfig, conf_dir
 from jobs.platform.errors import SparkUnavailableError
 from jobs.platform.jars import JARS_DIR_ENV, jars_root, run_logged
-from jobs.platform.java import java_version_text, require_java
+from jobs.platform.java import java_version_text, require_java, spark_jars_dir
 
 ARCHIVE_DIR = "cds"
 """The folder of the jar cache that holds the archives and the empty ``SPARK_CONF_DIR``."""
@@ -72,14 +72,10 @@ def empty_conf_dir(root: str | Path | None = None) -> Path:
 
 def archive_path(java: Path, extra_class_path: str, root: str | Path | None = None) -> Path:
     """Where the archive for this JDK, Spark and extra class path is (whether it exists or not)."""
-    import pyspark
-
     digest = hashlib.sha256()
     digest.update(str(java.resolve()).encode())
     digest.update(java_version_text(java).encode())
-    # spark-class puts $SPARK_HOME/jars on the class path; pip's pyspark is its own SPARK_HOME
-    spark_jars = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent) / "jars"
-    for jar in sorted(spark_jars.glob("*.jar")):
+    for jar in sorted(spark_jars_dir().glob("*.jar")):
         stat = jar.stat()
         digest.update(f"{jar.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
     digest.update(extra_class_path.encode())

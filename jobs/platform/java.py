@@ -53,6 +53,14 @@ def require_java() -> Path:
     return java
 
 
+def spark_jars_dir() -> Path:
+    """The jars Spark's launcher puts on the driver's class path: ``$SPARK_HOME/jars``, and
+    pip's pyspark is its own ``SPARK_HOME``."""
+    import pyspark
+
+    return Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent) / "jars"
+
+
 def java_major_version(java: Path) -> int | None:
     match = re.search(r'version "(\d+)(?:\.(\d+))?', java_version_text(java))
     if not match:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from jobs.platform.errors import SparkUnavailableError
 from jobs.platform.jars import jars_root
-from jobs.platform.java import require_java
+from jobs.platform.java import require_java, spark_jars_dir
 
 FILE_SYSTEM_CLASS = "io.ackstate.hadoop.NioLocalFileSystem"
 """``fs.file.impl``: the ``FileSystem`` of ``file:`` paths."""
@@ -49,9 +49,7 @@ JAR_NAME = "ackstate-localfs.jar"
 
 def _hadoop_jar() -> Path:
     """The Hadoop client jar of the installed pyspark, which the classes compile against."""
-    import pyspark
-
-    spark_jars = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent) / "jars"
+    spark_jars = spark_jars_dir()
     found = sorted(spark_jars.glob("hadoop-client-api-*.jar"))
     if not found:
         raise SparkUnavailableError(f"no hadoop-client-api jar in {spark_jars}")
