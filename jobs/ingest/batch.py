@@ -282,7 +282,14 @@ class BatchWriter:
 
         from jobs.ingest.validate import INPUT_ORDER_COLUMN, classify, duplicate_keys, mark_duplicates, split
 
-        marked = classify(raw).persist()  # parse and check once; both halves of the split read it
+        # parse and check once; both halves of the split read it
+        if self._single_partition:
+            # the rows themselves: every later plan reads a small relation instead of
+            # classify's projections, which each query would otherwise analyse, canonicalise
+            # (to find them in the cache) and optimise again
+            marked = classify(raw).localCheckpoint(eager=True)
+        else:
+            marked = classify(raw).persist()
         duplicates = duplicate_keys(marked).localCheckpoint(eager=True)
         valid, rejected = split(mark_duplicates(marked, duplicates), keep_order=True)
         valid = valid.withColumnRenamed(INPUT_ORDER_COLUMN, "_row")
