@@ -35,13 +35,15 @@ from __future__ import annotations
 import logging
 import queue
 import time
-from collections.abc import Callable, Collection
+from collections import Counter
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobs.compact.compaction import CompactOptions
+from jobs.ingest.counts import KindCounts, OutputCounts, counts_of_frame, counts_of_rows, input_summary
 from jobs.ingest.options import IngestOptions
 from jobs.ingest.projections import (
     PROJECTIONS,
@@ -62,11 +64,12 @@ from jobs.platform.tables import (
     holds_no_rows,
     latest_version,
     local_copy,
+    local_copy_and_rows,
     local_frame,
     read_table,
 )
 from schemas.tables import REJECTED_EVENT_COLUMNS, TABLES
-from schemas.udf import APPLY_EVENT_COLUMNS, APPLY_OUTPUT, CURSOR, PARTITION, STATE_INPUT, UNSUBSCRIBED
+from schemas.udf import APPLY_EVENT_COLUMNS, APPLY_OUTPUT, CURSOR, PARTITION, STATE_INPUT
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -287,16 +290,17 @@ class BatchWriter:
             # the rows themselves: every later plan reads a small relation instead of
             # classify's projections, which each query would otherwise analyse, canonicalise
             # (to find them in the cache) and optimise again
-            marked = classify(raw).localCheckpoint(eager=True)
+            classified = classify(raw).localCheckpoint(eager=True)
         else:
-            marked = classify(raw).persist()
-        duplicates = duplicate_keys(marked).localCheckpoint(eager=True)
-        valid, rejected = split(mark_duplicates(marked, duplicates), keep_order=True)
+            classified = classify(raw).persist()
+        duplicates = duplicate_keys(classified).localCheckpoint(eager=True)
+        marked = mark_duplicates(classified, duplicates)
+        valid, rejected = split(marked, keep_order=True)
         valid = valid.withColumnRenamed(INPUT_ORDER_COLUMN, "_row")
         self._phases.done("validate")
         try:
             keys = ["topic", "partition"]
-            touched = [(r["topic"], r["partition"]) for r in valid.select(*keys).distinct().collect()]
+            touched, rejections = input_summary(marked)
             self._touched = touched
             # pinned: the versions a crashed run of this batch read (a version of a table it
             # did not know, e.g. ledger_trims, is absent: nothing to read there)
@@ -324,9 +328,11 @@ class BatchWriter:
                 .applyInArrow(apply, APPLY_OUTPUT)
             )
             if self._single_partition:  # in the plan, with its size known (SINGLE_PARTITION)
-                out = local_copy(spark, out, APPLY_OUTPUT).coalesce(1)
+                out, rows = local_copy_and_rows(spark, out, APPLY_OUTPUT)
+                out, counts = out.coalesce(1), counts_of_rows(rows)
             else:
                 out = out.localCheckpoint(eager=True)
+                counts = None
             self._phases.done("apply")
             keep = None
             if self.warm is not None and not pinned:
@@ -334,9 +340,11 @@ class BatchWriter:
                 def keep(tables: Collection[str], lineage: list[Any]) -> None:
                     self._keep_state(spark, base, out, lineage, touched, touched_keys, versions, tables)
 
-            figures = self._write(spark, valid, rejected, out, batch_id, tag, input_rows, started, keep)
+            figures = self._write(
+                spark, valid, rejected, out, batch_id, tag, input_rows, started, keep, rejections, counts
+            )
         finally:
-            marked.unpersist()
+            classified.unpersist()
         progress.record(figures)
 
     def _state_rows(
@@ -431,50 +439,26 @@ class BatchWriter:
         input_rows: int,
         started: float,
         keep: Callable[[Collection[str], list[Any]], None] | None = None,
+        rejections: Mapping[str, int] | None = None,
+        counts: OutputCounts | None = None,
     ) -> progress.BatchFigures:
         """Write the batch's tables, then ``ingest_batches``; ``keep`` is called in between with
-        the tables written (and the batch's lineage columns)."""
+        the tables written (and the batch's lineage columns). ``rejections``: the batch's records
+        rejected by validation, per reason; ``counts``: ``out`` counted, if it was already."""
         from pyspark.sql import functions as F
 
         lineage = [
             F.lit(self.options.app_id).alias("query_id"),
             F.lit(batch_id).cast("long").alias("batch_id"),
         ]
-        # What the batch changed, per kind of UDF row, and its rejections per reason, in one
-        # collect (one Spark job: each is a fixed cost of a small batch). The engine's refusals
-        # are few: they are broadcast to the valid rows (no shuffle of the batch) and only the
-        # matched rows are rendered back to JSON (``_write_rejects``).
-        per_kind = out.groupBy("kind").agg(
-            F.lit(None).cast("string").alias("reason"),
-            F.count(F.lit(1)).alias("n"),
-            F.sum("applied").alias("applied"),
-            F.sum("stale").alias("stale"),
-            F.sum(F.when(F.col("state_changed"), 1).otherwise(0)).alias("changed"),
-        )
-        per_reason = (
-            rejected.select("reason")
-            .unionByName(refusals(out).select("reason"))
-            .groupBy("reason")
-            .agg(F.count(F.lit(1)).alias("n"))
-            .select(
-                F.lit(None).cast("string").alias("kind"),
-                "reason",
-                "n",
-                *[F.lit(None).cast("long").alias(c) for c in ("applied", "stale", "changed")],
-            )
-        )
-        kinds: dict[str, Any] = {}
-        reasons: dict[str, int] = {}
-        for r in per_kind.unionByName(per_reason).collect():
-            if r["kind"] is not None:
-                kinds[r["kind"]] = r
-            else:
-                reasons[r["reason"]] = int(r["n"])
-        # the subscriptions an UNSUBSCRIBE deleted: only a batch that has some reads them
-        unsubscribed: list[tuple[str, int, str]] = []
-        if UNSUBSCRIBED in kinds:
-            gone = out.filter(F.col("kind") == UNSUBSCRIBED).select("topic", "partition", "subscription")
-            unsubscribed = [(r["topic"], r["partition"], r["subscription"]) for r in gone.collect()]
+        # What the batch changed, per kind of UDF row, and the engine's refusals per reason
+        # (``jobs.ingest.counts``): counted already when the rows are in the driver, else in one
+        # Spark job. The refusals are few: they are broadcast to the valid rows (no shuffle of
+        # the batch) and only the matched rows are rendered back to JSON (``_write_rejects``).
+        if counts is None:
+            counts = counts_of_frame(out)
+        kinds, unsubscribed = counts.kinds, counts.unsubscribed
+        reasons = dict(Counter(rejections or {}) + Counter(counts.refusals))
         self._phases.done("count")
 
         writes = self._table_writes(kinds, bool(reasons), lineage, batch_id, tag, unsubscribed)
@@ -492,12 +476,12 @@ class BatchWriter:
         figures = progress.BatchFigures(
             batch_id=batch_id,
             input_rows=input_rows,
-            applied_rows=int(partition_row["applied"] or 0) if partition_row else 0,
+            applied_rows=partition_row.applied if partition_row else 0,
             rejected_rows=sum(int(v) for v in reasons.values()),
             stale_rows=stale,
             duplicate_rows=int(reasons.get("duplicate_event_id", 0)),
-            partitions_touched=int(partition_row["n"]) if partition_row else 0,
-            cursors_touched=int(kinds[CURSOR]["changed"] or 0) if CURSOR in kinds else 0,
+            partitions_touched=partition_row.rows if partition_row else 0,
+            cursors_touched=kinds[CURSOR].changed if CURSOR in kinds else 0,
             duration_ms=max(1, int((time.time() - started) * 1000)),
         )
         record = figures.as_dict()
@@ -536,7 +520,7 @@ class BatchWriter:
     # ---- the table writes of a batch ---------------------------------------------------------
     def _table_writes(
         self,
-        kinds: dict[str, Any],
+        kinds: Mapping[str, KindCounts],
         any_rejects: bool,
         lineage: list[Any],
         batch_id: int,

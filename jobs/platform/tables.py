@@ -17,6 +17,7 @@ from jobs.platform.java import jvm_class
 from schemas.tables import TABLE_CLUSTERING, TABLES
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -174,7 +175,16 @@ def local_copy(spark: SparkSession, frame: DataFrame, schema: StructType) -> Dat
     its state, kept from that output, made the next batch's overflow. Spark plans a join of two
     single-partition frames without a shuffle only while it estimates each below
     ``spark.sql.maxSinglePartitionBytes`` (``jobs.ingest.batch``)."""
-    return spark.createDataFrame(frame.toArrow(), schema)
+    return local_copy_and_rows(spark, frame, schema)[0]
+
+
+def local_copy_and_rows(
+    spark: SparkSession, frame: DataFrame, schema: StructType
+) -> tuple[DataFrame, pa.Table]:
+    """``local_copy``, and the rows it holds as the Arrow table collected: for a caller that
+    also reads them in the driver."""
+    rows = frame.toArrow()
+    return spark.createDataFrame(rows, schema), rows
 
 
 def empty_frame(spark: SparkSession, schema: StructType | str) -> DataFrame:
