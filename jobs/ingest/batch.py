@@ -55,7 +55,7 @@ from jobs.ingest.projections import (
     with_trim_requests,
 )
 from jobs.ingest.recovery import NOTHING_WRITTEN, STATE_TABLES, Recovery, read_tag, read_versions, recover
-from jobs.ingest.warm import PartitionKey, WarmState
+from jobs.ingest.warm import PartitionKey, WarmState, state_changes, state_table
 from jobs.platform import progress
 from jobs.platform.delta_writer import DeltaWriter
 from jobs.platform.session import session_settings
@@ -72,6 +72,7 @@ from schemas.tables import REJECTED_EVENT_COLUMNS, TABLES
 from schemas.udf import APPLY_EVENT_COLUMNS, APPLY_OUTPUT, CURSOR, PARTITION, STATE_INPUT
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("ackstate.ingest")
@@ -307,10 +308,16 @@ class BatchWriter:
             versions = pinned or read_versions(spark, self.options.warehouse)
             tag = read_tag(tag, versions)
             touched_keys = F.broadcast(local_frame(spark, touched, "topic string, partition int"))
-            base = self._state_rows(spark, versions, touched, touched_keys, warm=not pinned)
-            state = with_trim_requests(base, self._trim_requests(spark, versions, touched_keys))
+            base_rows: pa.Table | None = None  # the state in the driver (one partition)
             if self._single_partition:
-                state = local_copy(spark, state, STATE_INPUT).coalesce(1)
+                base_rows = self._state_table(spark, versions, touched, touched_keys, warm=not pinned)
+                base = spark.createDataFrame(base_rows, STATE_INPUT)
+            else:
+                base = self._state_rows(spark, versions, touched, touched_keys, warm=not pinned)
+            trims = self._trim_requests(spark, versions, touched_keys)
+            state = base if trims is None else with_trim_requests(base, trims)
+            if self._single_partition:  # in the plan, with its size known (SINGLE_PARTITION)
+                state = (state if trims is None else local_copy(spark, state, STATE_INPUT)).coalesce(1)
             self._phases.done("read state")
             settings = self.options.settings
 
@@ -338,7 +345,9 @@ class BatchWriter:
             if self.warm is not None and not pinned:
 
                 def keep(tables: Collection[str], lineage: list[Any]) -> None:
-                    self._keep_state(spark, base, out, lineage, touched, touched_keys, versions, tables)
+                    self._keep_state(
+                        spark, base, base_rows, out, lineage, touched, touched_keys, versions, tables
+                    )
 
             figures = self._write(
                 spark, valid, rejected, out, batch_id, tag, input_rows, started, keep, rejections, counts
@@ -361,31 +370,59 @@ class BatchWriter:
         (``jobs.ingest.warm``) when they still equal those versions, else read from Delta.
         Materialised: a plan that reads ``cursors`` would be invalidated (and silently
         recomputed from the new state) by this batch's own MERGE."""
-        keys = ["topic", "partition"]
         if warm and self.warm is not None:
             kept = self.warm.rows_for(versions, touched, touched_keys)
             if kept is not None:
                 log.debug("batch state: %d topic partition(s) kept from the last batch", len(touched))
                 return kept
+        rows, from_delta = self._read_state(spark, versions, touched_keys)
+        return rows.localCheckpoint(eager=True) if from_delta else rows
+
+    def _state_table(
+        self,
+        spark: SparkSession,
+        versions: dict[str, int],
+        touched: list[PartitionKey],
+        touched_keys: DataFrame,
+        *,
+        warm: bool,
+    ) -> pa.Table:
+        """``_state_rows`` collected into the driver, for a batch that runs in one partition: the
+        rows the last batch kept there need no Spark job."""
+        if warm and self.warm is not None:
+            kept = self.warm.table_for(versions, touched, touched_keys)
+            if kept is not None:
+                log.debug("batch state: %d topic partition(s) kept from the last batch", len(touched))
+                return kept
+        return state_table(self._read_state(spark, versions, touched_keys)[0].toArrow())
+
+    def _read_state(
+        self, spark: SparkSession, versions: dict[str, int], touched_keys: DataFrame
+    ) -> tuple[DataFrame, bool]:
+        """The state rows of the touched partitions at ``versions``, not materialised, and
+        whether they are read from Delta (False: the tables are known empty, and the rows are
+        local relations that no write invalidates)."""
+        keys = ["topic", "partition"]
         if all(
             t in versions and holds_no_rows(spark, self.options.warehouse, t, versions[t])
             for t in STATE_TABLES
-        ):  # a new warehouse: nothing to read (and local relations, which no write invalidates)
+        ):  # a new warehouse: nothing to read
             log.debug("batch state: the state tables are empty")
             empty = {t: empty_frame(spark, TABLES[t]) for t in STATE_TABLES}
-            return state_input(empty["topic_partitions"], empty["cursors"])
+            return state_input(empty["topic_partitions"], empty["cursors"]), False
         partitions = read_table(
             spark, self.options.warehouse, "topic_partitions", as_of=versions.get("topic_partitions")
         ).join(touched_keys, keys, "left_semi")
         cursors = read_table(spark, self.options.warehouse, "cursors", as_of=versions.get("cursors")).join(
             touched_keys, keys, "left_semi"
         )
-        return state_input(partitions, cursors).localCheckpoint(eager=True)
+        return state_input(partitions, cursors), True
 
     def _keep_state(
         self,
         spark: SparkSession,
         base: DataFrame,
+        base_rows: pa.Table | None,
         out: DataFrame,
         lineage: list[Any],
         touched: list[PartitionKey],
@@ -394,10 +431,15 @@ class BatchWriter:
         tables: Collection[str],
     ) -> None:
         """Keep the state this batch committed for the next (``jobs.ingest.warm``): the tables
-        must be at the versions it read plus its own commits to them."""
+        must be at the versions it read plus its own commits to them. A batch whose state is in
+        the driver (``base_rows``) keeps it there, with its changes collected in one job."""
         assert self.warm is not None
         expected = {t: read[t] + (1 if t in tables else 0) for t in STATE_TABLES}
         latest = {t: latest_version(spark, self.options.warehouse, t) for t in STATE_TABLES}
+        if base_rows is not None:
+            changes = state_changes(out, lineage).toArrow()
+            self.warm.keep_table(base_rows, changes, touched, read, expected, latest)
+            return
         self.warm.keep(
             base,
             out,
@@ -412,14 +454,14 @@ class BatchWriter:
 
     def _trim_requests(
         self, spark: SparkSession, versions: dict[str, int], touched_keys: DataFrame
-    ) -> DataFrame:
+    ) -> DataFrame | None:
         """The largest requested first retained ledger of each touched partition (trims only move
-        forward; one already applied deletes nothing again)."""
+        forward; one already applied deletes nothing again). None: no trim was ever requested."""
         from pyspark.sql import functions as F
 
         version = versions.get("ledger_trims")
         if not version:  # version 0 is the empty table as created
-            return empty_frame(spark, "topic string, partition int, first_retained_ledger long")
+            return None
         return (
             read_table(spark, self.options.warehouse, "ledger_trims", as_of=version)
             .join(touched_keys, ["topic", "partition"], "left_semi")

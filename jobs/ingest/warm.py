@@ -26,6 +26,13 @@ Delta. The rows of partitions that later batches no longer touch stay kept (a pa
 quiet for a batch is not read again when it wakes), up to ``MAX_PARTITIONS`` of them; past
 that only the last batch's partitions are kept, so that keeping them never costs more than
 the reads it saves.
+
+Where the rows are kept follows the batch that kept them. A batch spread over the executors
+keeps them there (``localCheckpoint``). A batch that runs in one partition
+(``jobs.ingest.batch.SINGLE_PARTITION``) collects its state into the driver anyway, so it keeps
+them there as Arrow (``keep_table``): the next such batch takes them with no Spark job, and the
+changes that go over them come back in one small job (``state_changes``). Each form is handed
+to a batch of the other kind when the batch size changes.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from jobs.ingest.recovery import STATE_TABLES
 from schemas.udf import CURSOR, DELETE, PARTITION, STATE_INPUT
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame
 
 log = logging.getLogger("ackstate.ingest")
@@ -52,8 +60,9 @@ PartitionKey = tuple[str, int]
 
 @dataclass(frozen=True)
 class _Kept:
-    rows: DataFrame
-    """``STATE_INPUT`` rows (no ledger trim requested) of ``partitions``, materialised."""
+    rows: DataFrame | pa.Table
+    """``STATE_INPUT`` rows (no ledger trim requested) of ``partitions``: materialised in Spark,
+    or held in the driver as Arrow (kept by a batch that ran in one partition, ``keep_table``)."""
     partitions: frozenset[PartitionKey]
     versions: Mapping[str, int]
     """The versions of ``STATE_TABLES`` these rows equal."""
@@ -85,6 +94,9 @@ class WarmState:
         kept = self._current(versions)
         if kept is None or not kept.partitions.issuperset(touched):
             return None
+        if _in_driver(kept.rows):
+            self.hits += 1
+            return keys.sparkSession.createDataFrame(of_partitions(kept.rows, touched), STATE_INPUT)
         try:
             rows = kept.rows.join(keys, ["topic", "partition"], "left_semi").localCheckpoint(eager=True)
         except Py4JJavaError as exc:
@@ -93,6 +105,68 @@ class WarmState:
             return None
         self.hits += 1
         return rows
+
+    def table_for(
+        self, versions: Mapping[str, int], touched: Collection[PartitionKey], keys: DataFrame
+    ) -> pa.Table | None:
+        """``rows_for`` as an Arrow table in the driver (for a batch that runs in one partition):
+        no Spark job when the last batch kept them there."""
+        from py4j.protocol import Py4JJavaError
+
+        kept = self._current(versions)
+        if kept is None or not kept.partitions.issuperset(touched):
+            return None
+        if not _in_driver(kept.rows):
+            try:
+                rows = state_table(kept.rows.join(keys, ["topic", "partition"], "left_semi").toArrow())
+            except Py4JJavaError as exc:
+                log.warning("the state kept from the last batch is lost, reading it: %s", _first_line(exc))
+                self._kept = None
+                return None
+        else:
+            rows = of_partitions(kept.rows, touched)
+        self.hits += 1
+        return rows
+
+    def keep_table(
+        self,
+        base: pa.Table,
+        changes: pa.Table,
+        touched: Collection[PartitionKey],
+        read: Mapping[str, int],
+        expected: Mapping[str, int],
+        latest: Mapping[str, int],
+    ) -> None:
+        """``keep`` for a batch that ran in one partition, in the driver: ``base`` (Arrow) is the
+        state it started from and ``changes`` its ``state_changes``, collected. The rows are
+        kept as Arrow, so the next batch takes its state with no Spark job."""
+        from py4j.protocol import Py4JJavaError
+
+        if any(latest.get(t) != expected.get(t) for t in STATE_TABLES):
+            if self._kept is not None:
+                log.debug("state tables at %s, not %s: another writer; next batch reads", latest, expected)
+            self._kept = None
+            return
+        previous = self._current(read)
+        partitions = frozenset(touched)
+        rows = state_table(base)
+        if previous is not None and (
+            previous.partitions.issuperset(partitions)
+            or len(previous.partitions | partitions) <= MAX_PARTITIONS
+        ):
+            before = previous.rows
+            if not _in_driver(before):
+                try:
+                    before = state_table(before.toArrow())
+                except Py4JJavaError as exc:  # the rows kept before are gone: keep this batch's
+                    log.warning("the state kept from the last batch is lost: %s", _first_line(exc))
+                    before = None
+            if before is not None and previous.partitions.issuperset(partitions):
+                rows, partitions = before, previous.partitions  # base was taken from them
+            elif before is not None:
+                others = of_partitions(before, partitions, keep=False)
+                rows, partitions = concat_state([others, rows]), previous.partitions | partitions
+        self._kept = _Kept(overlay_table(rows, changes), partitions, dict(expected))
 
     def keep(
         self,
@@ -122,6 +196,11 @@ class WarmState:
             self._kept = None
             return
         previous = self._current(read)
+        if previous is not None and _in_driver(previous.rows):
+            spark = base.sparkSession
+            previous = _Kept(
+                spark.createDataFrame(previous.rows, STATE_INPUT), previous.partitions, previous.versions
+            )
         partitions = frozenset(touched)
         rows = base
         if previous is not None and previous.partitions.issuperset(partitions):
@@ -130,7 +209,7 @@ class WarmState:
             others = previous.rows.join(touched_keys, ["topic", "partition"], "left_anti")
             rows, partitions = others.unionByName(base), previous.partitions | partitions
         try:
-            rows = _overlay(rows, changed_state(out, lineage), removed_cursors(out))
+            rows = overlay(rows, changed_state(out, lineage), removed_cursors(out))
             if single_partition:
                 rows = rows.coalesce(1)
             rows = rows.localCheckpoint(eager=True)
@@ -161,7 +240,7 @@ def removed_cursors(out: DataFrame) -> DataFrame:
     )
 
 
-def _overlay(base: DataFrame, changed: DataFrame, removed: DataFrame) -> DataFrame:
+def overlay(base: DataFrame, changed: DataFrame, removed: DataFrame) -> DataFrame:
     """``base`` with each row that ``changed`` has (same topic, partition, kind and
     subscription; none for a partition row) replaced by it, ``changed``'s new rows added, and
     the rows ``removed`` names (the same keys) left out."""
@@ -177,6 +256,84 @@ def _overlay(base: DataFrame, changed: DataFrame, removed: DataFrame) -> DataFra
     )
     kept = b.join(c, same, "left_anti").select(*[F.col(f"b.{n}") for n in STATE_INPUT.fieldNames()])
     return kept.unionByName(changed.select(*STATE_INPUT.fieldNames()))
+
+
+def state_changes(out: DataFrame, lineage: list[Column]) -> DataFrame:
+    """``changed_state`` and ``removed_cursors`` in one frame (``REMOVED`` true on the second),
+    for a batch that collects them into the driver in one job (``keep_table``)."""
+    from pyspark.sql import functions as F
+
+    removed = removed_cursors(out).select(
+        *[
+            F.col(n) if n in ("topic", "partition", "kind", "subscription") else F.lit(None).alias(n)
+            for n in STATE_INPUT.fieldNames()
+        ]
+    )
+    return (
+        changed_state(out, lineage)
+        .withColumn(REMOVED, F.lit(False))
+        .unionByName(removed.withColumn(REMOVED, F.lit(True)))
+    )
+
+
+REMOVED = "_removed"
+"""``state_changes``' column that tells a removed cursor's key from a changed row."""
+
+_KEY = ("topic", "partition", "kind", "subscription")
+
+
+def state_arrow() -> pa.Schema:
+    """``STATE_INPUT`` as Arrow, as Spark converts it: tables collected from different plans
+    (whose nullability Spark marks by plan) are cast to it, so that they concatenate."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(STATE_INPUT)
+
+
+def state_table(rows: pa.Table) -> pa.Table:
+    """``rows``' ``STATE_INPUT`` columns, in order, as ``state_arrow``."""
+    return rows.select(STATE_INPUT.fieldNames()).cast(state_arrow())
+
+
+def concat_state(tables: list[pa.Table]) -> pa.Table:
+    import pyarrow as pa
+
+    return pa.concat_tables([state_table(t) for t in tables])
+
+
+def of_partitions(rows: pa.Table, partitions: Collection[PartitionKey], *, keep: bool = True) -> pa.Table:
+    """The rows of ``partitions`` (``keep``), or of every other topic partition."""
+    import pyarrow as pa
+
+    wanted = set(partitions)
+    keys = zip(rows.column("topic").to_pylist(), rows.column("partition").to_pylist(), strict=True)
+    return rows.filter(pa.array([(key in wanted) == keep for key in keys], pa.bool_()))
+
+
+def overlay_table(base: pa.Table, changes: pa.Table) -> pa.Table:
+    """``overlay`` in the driver: ``base`` without the cursors ``changes`` removes and without
+    the rows it changes, then its changed rows. Keys as ``overlay`` compares them: a removal
+    names a cursor (a null subscription matches nothing), a change matches null with null."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    removed_mask = changes.column(REMOVED).combine_chunks()
+    changed = changes.filter(pc.invert(removed_mask))
+    removed = {k for k in _keys(changes.filter(removed_mask)) if k[3] is not None}
+    replaced = set(_keys(changed))
+    kept = pa.array([k not in removed and k not in replaced for k in _keys(base)], pa.bool_())
+    return concat_state([base.filter(kept), changed])
+
+
+def _keys(rows: pa.Table) -> list[tuple[object, ...]]:
+    return list(zip(*(rows.column(n).to_pylist() for n in _KEY), strict=True))
+
+
+def _in_driver(rows: object) -> bool:
+    """Whether kept rows are an Arrow table in the driver (else a Spark frame)."""
+    import pyarrow as pa
+
+    return isinstance(rows, pa.Table)
 
 
 def _first_line(exc: Exception) -> str:

@@ -69,6 +69,7 @@ def ingest(
     warm_state: bool = True,
     settings: EngineSettings | None = None,
     write_mode: str = IngestOptions.write_mode,
+    single_partition_rows: int = IngestOptions.single_partition_rows,
 ) -> BatchWriter:
     """``ackstate ingest --trigger available-now --max-files-per-trigger 1``, in this session;
     the query's ``BatchWriter``.
@@ -83,6 +84,7 @@ def ingest(
         write_threads=write_threads,
         warm_state=warm_state,
         write_mode=write_mode,
+        single_partition_rows=single_partition_rows,
         settings=settings if settings is not None else EngineSettings(),
     )
 

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from jobs.bench.generate import generate
-from jobs.platform.tables import table_path
+from jobs.ingest.warm import REMOVED, WarmState, of_partitions, overlay, overlay_table, state_arrow
+from jobs.platform.tables import local_frame, table_path
+from schemas.udf import APPLY_OUTPUT, CURSOR, PARTITION, STATE_INPUT
 from tests.jobs.warehouse import LINEAGE, assert_same_tables, ingest, snapshot
+from udfs.apply import OUTPUT_ARROW
 
 FILES = 3
 
@@ -75,9 +80,10 @@ def test_a_commit_by_another_writer_between_batches_is_read_by_the_next(
 
 @pytest.mark.slow
 def test_kept_rows_lost_between_batches_are_read_again(spark, events, read_every_batch, tmp_path):
-    """Kept rows live in the executors' block managers. When they are gone before the next
-    batch (here: every block this ingest persisted, dropped after batch 1, as if its executor
-    died), that batch reads Delta instead of failing, and the tables are the same."""
+    """Kept rows of batches spread over partitions live in the executors' block managers. When
+    they are gone before the next batch (here: every block this ingest persisted, dropped after
+    batch 1, as if its executor died), that batch reads Delta instead of failing, and the
+    tables are the same."""
     jsc = spark.sparkContext._jsc
     before = set(jsc.getPersistentRDDs().keys())
 
@@ -87,7 +93,97 @@ def test_kept_rows_lost_between_batches_are_read_again(spark, events, read_every
                 if rdd_id not in before:
                     rdd.unpersist(True)
 
-    writer = ingest(spark, events, tmp_path / "warehouse", on_phase=lose_blocks_after_batch_1)
+    writer = ingest(
+        spark, events, tmp_path / "warehouse", on_phase=lose_blocks_after_batch_1, single_partition_rows=0
+    )
     assert writer.warm is not None
     assert writer.warm.hits == FILES - 2  # batch 2 found its kept rows gone and read
     assert_same_tables(snapshot(spark, tmp_path / "warehouse", exclude=LINEAGE), read_every_batch)
+
+
+def test_batches_spread_over_partitions_keep_their_state_in_spark(spark, events, read_every_batch, tmp_path):
+    """The batches above run in one partition and keep their state in the driver as Arrow;
+    batches spread over partitions keep it in Spark, and write the same tables."""
+    writer = ingest(spark, events, tmp_path / "warehouse", single_partition_rows=0)
+    assert writer.warm is not None and writer.warm.hits == FILES - 1
+    assert_same_tables(snapshot(spark, tmp_path / "warehouse", exclude=LINEAGE), read_every_batch)
+
+
+# ---- the driver's overlay and hand-over between the two forms ---------------------------
+T1, T2 = "persistent://t/n/a", "persistent://t/n/b"
+VERSIONS = {"cursors": 3, "topic_partitions": 3}
+NEXT = {"cursors": 4, "topic_partitions": 4}
+
+
+def _state(rows: list[tuple]) -> pa.Table:
+    """STATE_INPUT rows from (topic, partition, kind, subscription, state)."""
+    given = ("topic", "partition", "kind", "subscription", "state")
+    full = [dict.fromkeys(STATE_INPUT.fieldNames()) | dict(zip(given, r, strict=True)) for r in rows]
+    return pa.Table.from_pylist(full, schema=state_arrow())
+
+
+def _changes(changed: list[tuple], removed: list[tuple]) -> pa.Table:
+    rows = _state(changed + removed).append_column(
+        REMOVED, pa.array([False] * len(changed) + [True] * len(removed), pa.bool_())
+    )
+    return rows
+
+
+BASE = [
+    (T1, 0, PARTITION, None, b"p-old"),
+    (T1, 0, CURSOR, "s1", b"s1-old"),
+    (T1, 0, CURSOR, "s2", b"s2-old"),
+    (T1, 0, CURSOR, "gone", b"gone-old"),
+    (T2, 1, PARTITION, None, b"p2-old"),
+    (T2, 1, CURSOR, "s1", b"t2-s1-old"),
+]
+CHANGED = [(T1, 0, PARTITION, None, b"p-new"), (T1, 0, CURSOR, "s1", b"s1-new"), (T1, 0, CURSOR, "new", b"n")]
+REMOVED_KEYS = [(T1, 0, CURSOR, "gone", None)]
+
+
+def _sorted(rows: list[dict]) -> list[tuple]:
+    return sorted(tuple(r[n] for n in STATE_INPUT.fieldNames()) for r in rows)
+
+
+def test_the_drivers_overlay_leaves_the_rows_sparks_overlay_leaves(spark):
+    changes = _changes(CHANGED, REMOVED_KEYS)
+    in_driver = overlay_table(_state(BASE), changes)
+    frame = spark.createDataFrame(
+        changes, T.StructType([*STATE_INPUT.fields, T.StructField(REMOVED, T.BooleanType())])
+    )
+    in_spark = overlay(
+        spark.createDataFrame(_state(BASE), STATE_INPUT),
+        frame.filter(~F.col(REMOVED)).drop(REMOVED),
+        frame.filter(F.col(REMOVED)).select("topic", "partition", "kind", "subscription"),
+    )
+    assert _sorted(in_driver.to_pylist()) == _sorted([r.asDict() for r in in_spark.collect()])
+    states = {(r["kind"], r["subscription"]): r["state"] for r in in_driver.to_pylist() if r["topic"] == T1}
+    assert states == {
+        (PARTITION, None): b"p-new",
+        (CURSOR, "s1"): b"s1-new",
+        (CURSOR, "s2"): b"s2-old",
+        (CURSOR, "new"): b"n",
+    }
+
+
+def test_state_kept_in_either_form_is_handed_to_a_batch_of_the_other(spark):
+    """A batch that runs in one partition after one spread over partitions takes the kept
+    Spark rows as Arrow, and the other way round; a partition not kept means: read Delta."""
+    keys = local_frame(spark, [(T1, 0)], "topic string, partition int")
+    base = _state(BASE)
+    expected = _sorted(of_partitions(base, [(T1, 0)]).to_pylist())
+
+    in_driver = WarmState()
+    in_driver.keep_table(base, _changes([], []), [(T1, 0), (T2, 1)], VERSIONS, NEXT, NEXT)
+    as_frame = in_driver.rows_for(NEXT, [(T1, 0)], keys)
+    assert as_frame is not None and _sorted([r.asDict() for r in as_frame.collect()]) == expected
+    assert in_driver.rows_for(NEXT, [(T1, 0), (T2, 7)], keys) is None
+
+    in_spark = WarmState()
+    frame = spark.createDataFrame(base, STATE_INPUT)
+    no_output = spark.createDataFrame(pa.Table.from_pylist([], schema=OUTPUT_ARROW), APPLY_OUTPUT)
+    lineage = [F.lit("q").alias("query_id"), F.lit(0).cast("long").alias("batch_id")]
+    in_spark.keep(frame, no_output, lineage, [(T1, 0), (T2, 1)], keys, VERSIONS, NEXT, NEXT)
+    as_table = in_spark.table_for(NEXT, [(T1, 0)], keys)
+    assert as_table is not None and _sorted(as_table.to_pylist()) == expected
+    assert in_spark.table_for(VERSIONS, [(T1, 0)], keys) is None  # not the versions kept
