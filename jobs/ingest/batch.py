@@ -310,7 +310,9 @@ class BatchWriter:
             touched_keys = F.broadcast(local_frame(spark, touched, "topic string, partition int"))
             base_rows: pa.Table | None = None  # the state in the driver (one partition)
             if self._single_partition:
-                base_rows = self._state_table(spark, versions, touched, touched_keys, warm=not pinned)
+                base_rows = self._state_rows(
+                    spark, versions, touched, touched_keys, warm=not pinned, in_driver=True
+                )
                 base = spark.createDataFrame(base_rows, STATE_INPUT)
             else:
                 base = self._state_rows(spark, versions, touched, touched_keys, warm=not pinned)
@@ -364,37 +366,25 @@ class BatchWriter:
         touched_keys: DataFrame,
         *,
         warm: bool,
-    ) -> DataFrame:
+        in_driver: bool = False,
+    ) -> DataFrame | pa.Table:
         """The ``STATE_INPUT`` rows (no trim requested) of the ``touched`` partitions
         (``touched_keys``: the same as a frame) at ``versions``: kept from the last batch
         (``jobs.ingest.warm``) when they still equal those versions, else read from Delta.
         Materialised: a plan that reads ``cursors`` would be invalidated (and silently
-        recomputed from the new state) by this batch's own MERGE."""
+        recomputed from the new state) by this batch's own MERGE. ``in_driver``: collected
+        into an Arrow table, for a batch that runs in one partition (rows the last batch kept
+        in the driver then need no Spark job)."""
         if warm and self.warm is not None:
-            kept = self.warm.rows_for(versions, touched, touched_keys)
+            take = self.warm.table_for if in_driver else self.warm.rows_for
+            kept = take(versions, touched, touched_keys)
             if kept is not None:
                 log.debug("batch state: %d topic partition(s) kept from the last batch", len(touched))
                 return kept
         rows, from_delta = self._read_state(spark, versions, touched_keys)
+        if in_driver:
+            return state_table(rows.toArrow())
         return rows.localCheckpoint(eager=True) if from_delta else rows
-
-    def _state_table(
-        self,
-        spark: SparkSession,
-        versions: dict[str, int],
-        touched: list[PartitionKey],
-        touched_keys: DataFrame,
-        *,
-        warm: bool,
-    ) -> pa.Table:
-        """``_state_rows`` collected into the driver, for a batch that runs in one partition: the
-        rows the last batch kept there need no Spark job."""
-        if warm and self.warm is not None:
-            kept = self.warm.table_for(versions, touched, touched_keys)
-            if kept is not None:
-                log.debug("batch state: %d topic partition(s) kept from the last batch", len(touched))
-                return kept
-        return state_table(self._read_state(spark, versions, touched_keys)[0].toArrow())
 
     def _read_state(
         self, spark: SparkSession, versions: dict[str, int], touched_keys: DataFrame

@@ -128,6 +128,16 @@ class WarmState:
         self.hits += 1
         return rows
 
+    def _moved(self, latest: Mapping[str, int], expected: Mapping[str, int]) -> bool:
+        """Whether the state tables are not at the versions a batch expects after its writes
+        (another writer committed): then nothing is kept."""
+        if all(latest.get(t) == expected.get(t) for t in STATE_TABLES):
+            return False
+        if self._kept is not None:
+            log.debug("state tables at %s, not %s: another writer; next batch reads", latest, expected)
+        self._kept = None
+        return True
+
     def keep_table(
         self,
         base: pa.Table,
@@ -142,10 +152,7 @@ class WarmState:
         kept as Arrow, so the next batch takes its state with no Spark job."""
         from py4j.protocol import Py4JJavaError
 
-        if any(latest.get(t) != expected.get(t) for t in STATE_TABLES):
-            if self._kept is not None:
-                log.debug("state tables at %s, not %s: another writer; next batch reads", latest, expected)
-            self._kept = None
+        if self._moved(latest, expected):
             return
         previous = self._current(read)
         partitions = frozenset(touched)
@@ -190,10 +197,7 @@ class WarmState:
         joins with its own without a shuffle."""
         from py4j.protocol import Py4JJavaError
 
-        if any(latest.get(t) != expected.get(t) for t in STATE_TABLES):
-            if self._kept is not None:
-                log.debug("state tables at %s, not %s: another writer; next batch reads", latest, expected)
-            self._kept = None
+        if self._moved(latest, expected):
             return
         previous = self._current(read)
         if previous is not None and _in_driver(previous.rows):
