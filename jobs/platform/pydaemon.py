@@ -14,7 +14,8 @@ Here an importer reads its archive again only when the file changed (its size or
 time differs from when the importer last read it), so a new ``--py-files`` archive is still
 found. The archives pyspark ships do not change while a worker lives.
 
-Local sessions only (``jobs.platform.session``): Spark starts the daemon as
+Local sessions whose workers run this interpreter only (``daemon_conf``, used by
+``jobs.platform.session``): Spark starts the daemon as
 ``python -m <spark.python.daemon.module> pyspark.worker`` before any task has shipped files, so
 the module must be importable from the worker's interpreter. A cluster's workers may not have
 ackstate installed (``spark-submit --py-files``); they keep pyspark's daemon.
@@ -24,7 +25,10 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
+import sys
 import zipimport
+from collections.abc import Mapping
 from typing import Any
 
 MODULE = "jobs.platform.pydaemon"
@@ -32,6 +36,18 @@ MODULE = "jobs.platform.pydaemon"
 
 _READ_AT = "_ackstate_read_at"
 _invalidate = zipimport.zipimporter.invalidate_caches
+
+
+def daemon_conf(conf: Mapping[str, str]) -> dict[str, str]:
+    """The setting a local session adds to ``conf`` for this daemon: none when the user chose a
+    daemon module, or when the workers run another interpreter than this one
+    (``spark.pyspark.python``, ``PYSPARK_PYTHON``), which may not have ackstate installed."""
+    if "spark.python.daemon.module" in conf:
+        return {}
+    worker = conf.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON") or sys.executable
+    if os.path.abspath(shutil.which(worker) or worker) != os.path.abspath(sys.executable):
+        return {}
+    return {"spark.python.daemon.module": MODULE}
 
 
 def _archive_stat(archive: str) -> tuple[int, int] | None:

@@ -38,7 +38,7 @@ from jobs.platform.java import instantiated_session, jvm_class, require_java, ru
 from jobs.platform.kafka import spark_kafka_dir
 from jobs.platform.localfs import local_session_conf
 from jobs.platform.maven import cached_files
-from jobs.platform.pydaemon import MODULE as DAEMON_MODULE
+from jobs.platform.pydaemon import daemon_conf
 from jobs.platform.s3 import S3A_CLASS, cached_s3_jars
 
 if TYPE_CHECKING:
@@ -219,7 +219,7 @@ def _local_conf(
         conf.update(local_session_conf(conf, jars_dir))
         # pyspark's daemon with zip archives read once per worker, not once per task
         # (jobs.platform.pydaemon); a cluster's workers may not have ackstate installed
-        conf.setdefault("spark.python.daemon.module", DAEMON_MODULE)
+        conf.update(daemon_conf(conf))
     if not _delta_supplied(conf):
         conf["spark.jars"] = ",".join(
             filter(None, [conf.get("spark.jars", ""), *map(str, _delta_jars(config, jars_dir))])

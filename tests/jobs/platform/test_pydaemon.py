@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from jobs.platform.pydaemon import MODULE
+from jobs.platform.pydaemon import MODULE, daemon_conf
 
 CHILD = textwrap.dedent(
     """
@@ -96,3 +96,15 @@ def test_the_sessions_python_workers_run_under_the_daemon(spark: Any) -> None:
 
     rows = spark.range(1).mapInArrow(probe, "patched string, reads long").collect()
     assert {(r["patched"], r["reads"]) for r in rows} == {("invalidate_changed", 0)}
+
+
+def test_only_workers_of_this_interpreter_get_the_daemon(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon module must import in the workers' interpreter: another one (which may not
+    have ackstate installed) keeps pyspark's daemon, and so does a user's own choice."""
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    assert daemon_conf({}) == {"spark.python.daemon.module": MODULE}
+    assert daemon_conf({"spark.pyspark.python": sys.executable}) == {"spark.python.daemon.module": MODULE}
+    assert daemon_conf({"spark.pyspark.python": "/opt/other/bin/python3"}) == {}
+    assert daemon_conf({"spark.python.daemon.module": "theirs"}) == {}
+    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/other/bin/python3")
+    assert daemon_conf({}) == {}
