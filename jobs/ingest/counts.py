@@ -99,19 +99,19 @@ def counts_of_frame(out: DataFrame) -> OutputCounts:
         )
     )
     kinds: dict[str, KindCounts] = {}
-    refusals: dict[str, int] = {}
+    refused: dict[str, int] = {}
     for r in per_kind.unionByName(per_reason).collect():
         if r["kind"] is not None:
             kinds[r["kind"]] = KindCounts(
                 int(r["n"]), int(r["applied"] or 0), int(r["stale"] or 0), int(r["changed"] or 0)
             )
         else:
-            refusals[r["reason"]] = int(r["n"])
+            refused[r["reason"]] = int(r["n"])
     unsubscribed: list[Unsubscribed] = []
     if UNSUBSCRIBED in kinds:
         gone = out.filter(F.col("kind") == UNSUBSCRIBED).select("topic", "partition", "subscription")
         unsubscribed = [(r["topic"], r["partition"], r["subscription"]) for r in gone.collect()]
-    return OutputCounts(kinds, refusals, unsubscribed)
+    return OutputCounts(kinds, refused, unsubscribed)
 
 
 def counts_of_rows(rows: pa.Table) -> OutputCounts:
@@ -144,7 +144,7 @@ def counts_of_rows(rows: pa.Table) -> OutputCounts:
         for r in per_kind
     }
     kind = rows.column("kind")
-    refusals = Counter(rows.filter(pc.equal(kind, REJECT)).column("reason").to_pylist())
+    refused = Counter(rows.filter(pc.equal(kind, REJECT)).column("reason").to_pylist())
     gone = rows.filter(pc.equal(kind, UNSUBSCRIBED)).select(["topic", "partition", "subscription"])
     unsubscribed = [(r["topic"], r["partition"], r["subscription"]) for r in gone.to_pylist()]
-    return OutputCounts(kinds, dict(refusals), unsubscribed)
+    return OutputCounts(kinds, dict(refused), unsubscribed)

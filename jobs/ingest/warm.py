@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from jobs.ingest.projections import PROJECTION, state_input
 from jobs.ingest.recovery import STATE_TABLES
@@ -89,44 +89,43 @@ class WarmState:
         """The kept rows of the ``touched`` partitions (``keys``: their topic and partition),
         materialised; None: read Delta. Kept rows live in the executors' block managers; if
         they are gone (an executor lost between batches), they are dropped and Delta is read."""
-        from py4j.protocol import Py4JJavaError
-
-        kept = self._current(versions)
-        if kept is None or not kept.partitions.issuperset(touched):
-            return None
-        if _in_driver(kept.rows):
-            self.hits += 1
-            return keys.sparkSession.createDataFrame(of_partitions(kept.rows, touched), STATE_INPUT)
-        try:
-            rows = kept.rows.join(keys, ["topic", "partition"], "left_semi").localCheckpoint(eager=True)
-        except Py4JJavaError as exc:
-            log.warning("the state kept from the last batch is lost, reading it: %s", _first_line(exc))
-            self._kept = None
-            return None
-        self.hits += 1
-        return rows
+        return self._take(versions, touched, keys, in_driver=False)
 
     def table_for(
         self, versions: Mapping[str, int], touched: Collection[PartitionKey], keys: DataFrame
     ) -> pa.Table | None:
         """``rows_for`` as an Arrow table in the driver (for a batch that runs in one partition):
         no Spark job when the last batch kept them there."""
+        return self._take(versions, touched, keys, in_driver=True)
+
+    def _take(
+        self,
+        versions: Mapping[str, int],
+        touched: Collection[PartitionKey],
+        keys: DataFrame,
+        *,
+        in_driver: bool,
+    ) -> Any:
+        """``rows_for`` (a materialised frame) or ``table_for`` (``in_driver``: Arrow), from
+        rows kept in either form."""
         from py4j.protocol import Py4JJavaError
 
         kept = self._current(versions)
         if kept is None or not kept.partitions.issuperset(touched):
             return None
-        if not _in_driver(kept.rows):
+        if _in_driver(kept.rows):
+            rows = of_partitions(kept.rows, touched)
+            taken = rows if in_driver else keys.sparkSession.createDataFrame(rows, STATE_INPUT)
+        else:
             try:
-                rows = state_table(kept.rows.join(keys, ["topic", "partition"], "left_semi").toArrow())
+                semi = kept.rows.join(keys, ["topic", "partition"], "left_semi")
+                taken = state_table(semi.toArrow()) if in_driver else semi.localCheckpoint(eager=True)
             except Py4JJavaError as exc:
                 log.warning("the state kept from the last batch is lost, reading it: %s", _first_line(exc))
                 self._kept = None
                 return None
-        else:
-            rows = of_partitions(kept.rows, touched)
         self.hits += 1
-        return rows
+        return taken
 
     def _moved(self, latest: Mapping[str, int], expected: Mapping[str, int]) -> bool:
         """Whether the state tables are not at the versions a batch expects after its writes
@@ -156,7 +155,7 @@ class WarmState:
             return
         previous = self._current(read)
         partitions = frozenset(touched)
-        rows = state_table(base)
+        rows = base  # cast with the rest by overlay_table (concat_state)
         if previous is not None and (
             previous.partitions.issuperset(partitions)
             or len(previous.partitions | partitions) <= MAX_PARTITIONS
@@ -164,7 +163,7 @@ class WarmState:
             before = previous.rows
             if not _in_driver(before):
                 try:
-                    before = state_table(before.toArrow())
+                    before = before.toArrow()
                 except Py4JJavaError as exc:  # the rows kept before are gone: keep this batch's
                     log.warning("the state kept from the last batch is lost: %s", _first_line(exc))
                     before = None
