@@ -288,10 +288,11 @@ def _malformed_rule() -> tuple[Column, Column]:
     """(is malformed, why): the parser could not give every field its v1 type."""
     raw = F.col(RAW_COLUMN)
     corrupt = _parsed(_CORRUPT)
-    any_field = _any([_parsed(name).isNotNull() for name in EVENT_FIELD_NAMES])
-    is_malformed = (
-        raw.isNull() | F.col(_PARSED).isNull() | corrupt.isNotNull() | ~F.coalesce(any_field, F.lit(False))
-    )
+    # "no v1 field" as a conjunction of isnull, never as NOT of a disjunction: Catalyst's
+    # BooleanSimplification pushes a NOT through one OR per optimizer pass, so NOT over the
+    # ~30 fields kept the optimizer busy for ~30 passes over the whole plan (every batch)
+    no_field = _all([_parsed(name).isNull() for name in EVENT_FIELD_NAMES])
+    is_malformed = raw.isNull() | F.col(_PARSED).isNull() | corrupt.isNotNull() | no_field
     # Which top-level fields hold a value that did not parse (only computed for bad rows).
     as_text = F.from_json(raw, T.MapType(T.StringType(), T.StringType()))
     wrong_type = F.array_compact(
@@ -349,6 +350,13 @@ def _any(conditions: Sequence[Column]) -> Column:
     result = conditions[0]
     for c in conditions[1:]:
         result = result | c
+    return result
+
+
+def _all(conditions: Sequence[Column]) -> Column:
+    result = conditions[0]
+    for c in conditions[1:]:
+        result = result & c
     return result
 
 
