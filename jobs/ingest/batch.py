@@ -43,7 +43,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobs.compact.compaction import CompactOptions
-from jobs.ingest.counts import KindCounts, OutputCounts, counts_of_frame, counts_of_rows, input_summary
+from jobs.ingest.counts import (
+    KindCounts,
+    OutputCounts,
+    counts_of_frame,
+    counts_of_rows,
+    input_summary,
+    input_summary_of_rows,
+)
 from jobs.ingest.options import IngestOptions
 from jobs.ingest.projections import (
     PROJECTIONS,
@@ -100,11 +107,12 @@ output) past what the setting can hold."""
 
 @dataclass(frozen=True)
 class _Frames:
-    """A batch's ``out`` (the UDF's rows), ``valid`` and ``rejected`` in one session."""
+    """A batch's ``out`` (the UDF's rows), ``valid`` and ``marked`` (its input rows, valid or
+    rejected: ``jobs.ingest.validate``) in one session."""
 
     out: DataFrame
     valid: DataFrame
-    rejected: DataFrame
+    marked: DataFrame
 
 
 _Write = Callable[["SparkSession", _Frames], None]
@@ -284,24 +292,34 @@ class BatchWriter:
     ) -> None:
         from pyspark.sql import functions as F
 
-        from jobs.ingest.validate import INPUT_ORDER_COLUMN, classify, duplicate_keys, mark_duplicates, split
+        from jobs.ingest.validate import (
+            INPUT_ORDER_COLUMN,
+            classify,
+            duplicate_keys,
+            mark_duplicates,
+            mark_duplicates_in_partition,
+            valid_records,
+        )
 
-        # parse and check once; both halves of the split read it
-        if self._single_partition:
-            # the rows themselves: every later plan reads a small relation instead of
-            # classify's projections, which each query would otherwise analyse, canonicalise
-            # (to find them in the cache) and optimise again
-            classified = classify(raw).localCheckpoint(eager=True)
-        else:
-            classified = classify(raw).persist()
-        duplicates = duplicate_keys(classified).localCheckpoint(eager=True)
-        marked = mark_duplicates(classified, duplicates)
-        valid, rejected = split(marked, keep_order=True)
-        valid = valid.withColumnRenamed(INPUT_ORDER_COLUMN, "_row")
-        self._phases.done("validate")
+        classified: DataFrame | None = None  # cached, for a batch spread over partitions
         try:
+            if self._single_partition:
+                # the rows themselves, in one job, in the driver and in the plan: every later
+                # plan reads a small relation instead of classify's projections, which each
+                # query would otherwise analyse, canonicalise (to find them in the cache) and
+                # optimise again
+                marked = mark_duplicates_in_partition(classify(raw))
+                marked, marked_rows = local_copy_and_rows(spark, marked, marked.schema)
+                touched, rejections = input_summary_of_rows(marked_rows)
+            else:  # parsed and checked once: the valid and the rejected rows read them
+                classified = classify(raw).persist()
+                duplicates = duplicate_keys(classified).localCheckpoint(eager=True)
+                marked = mark_duplicates(classified, duplicates)
+                touched, rejections = input_summary(marked)
+            # the rejected records (and their details) are planned only when there are some
+            valid = valid_records(marked, keep_order=True).withColumnRenamed(INPUT_ORDER_COLUMN, "_row")
+            self._phases.done("validate")
             keys = ["topic", "partition"]
-            touched, rejections = input_summary(marked)
             self._touched = touched
             # pinned: the versions a crashed run of this batch read (a version of a table it
             # did not know, e.g. ledger_trims, is absent: nothing to read there)
@@ -352,10 +370,11 @@ class BatchWriter:
                     )
 
             figures = self._write(
-                spark, valid, rejected, out, batch_id, tag, input_rows, started, keep, rejections, counts
+                spark, valid, marked, out, batch_id, tag, input_rows, started, keep, rejections, counts
             )
         finally:
-            classified.unpersist()
+            if classified is not None:
+                classified.unpersist()
         progress.record(figures)
 
     def _state_rows(
@@ -464,7 +483,7 @@ class BatchWriter:
         self,
         spark: SparkSession,
         valid: DataFrame,
-        rejected: DataFrame,
+        marked: DataFrame,
         out: DataFrame,
         batch_id: int,
         tag: str,
@@ -475,7 +494,8 @@ class BatchWriter:
         counts: OutputCounts | None = None,
     ) -> progress.BatchFigures:
         """Write the batch's tables, then ``ingest_batches``; ``keep`` is called in between with
-        the tables written (and the batch's lineage columns). ``rejections``: the batch's records
+        the tables written (and the batch's lineage columns). ``marked``: the batch's input rows,
+        valid or rejected (``jobs.ingest.validate``). ``rejections``: the batch's records
         rejected by validation, per reason; ``counts``: ``out`` counted, if it was already."""
         from pyspark.sql import functions as F
 
@@ -495,7 +515,7 @@ class BatchWriter:
 
         writes = self._table_writes(kinds, bool(reasons), lineage, batch_id, tag, unsubscribed)
         with _SharedFrames(
-            spark, f"{self.options.app_id}_{batch_id}", out=out, valid=valid, rejected=rejected
+            spark, f"{self.options.app_id}_{batch_id}", out=out, valid=valid, marked=marked
         ) as frames:
             self._run_writes(spark, frames, writes)
         self._phases.done("writes")
@@ -620,7 +640,7 @@ class BatchWriter:
         A MERGE's idempotent-write pair is session configuration (Delta reads
         ``spark.databricks.delta.write.*`` from the session), so concurrent MERGEs need one
         session each; sessions share the SparkContext, the cached batch and the global temp
-        views that carry ``out``/``valid``/``rejected`` over. Most of a small MERGE is driver
+        views that carry ``out``/``valid``/``marked`` over. Most of a small MERGE is driver
         work and waiting (Delta log, planning, commit), which the others fill. Every write
         is waited for before the first error is raised: a restart must not race a write of
         the batch it repeats.
@@ -660,13 +680,15 @@ class BatchWriter:
     def _write_rejects(self, spark: SparkSession, frames: _Frames, lineage: list[Any], tag: str) -> None:
         from pyspark.sql import functions as F
 
+        from jobs.ingest.validate import rejected_records
+
         out, valid = frames.out, frames.valid
         refused = refusals(out)
         engine_rejects = valid.join(F.broadcast(refused), "_row").select(
             *[c for c in REJECTED_EVENT_COLUMNS if c != "raw"],
             F.to_json(F.struct(*[c for c in valid.columns if c != "_row"])).alias("raw"),
         )
-        all_rejects = frames.rejected.select(*REJECTED_EVENT_COLUMNS).unionByName(
+        all_rejects = rejected_records(frames.marked).unionByName(
             engine_rejects.select(*REJECTED_EVENT_COLUMNS)
         )
         self._append(

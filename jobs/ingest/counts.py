@@ -10,8 +10,8 @@ and its ``ingest_batches`` figures. They come from one of two places, with the s
   partition collects its output there anyway, ``jobs.ingest.batch.SINGLE_PARTITION``), with no
   Spark job: a job's fixed cost was 0.13-0.25 s of a 1,000-event batch (README, "Benchmarks").
 
-Rejections by validation are counted with the batch's topic partitions (``input_summary``), in
-the job that finds those anyway.
+Rejections by validation are counted with the batch's topic partitions, in the job that finds
+those anyway (``input_summary``) or from the marked rows in the driver (``input_summary_of_rows``).
 """
 
 from __future__ import annotations
@@ -71,6 +71,20 @@ def input_summary(marked: DataFrame) -> tuple[list[PartitionKey], dict[str, int]
     touched = [(r["topic"], r["partition"]) for r in rows if r["reason"] is None]
     reasons = {r["reason"]: int(r["count"]) for r in rows if r["reason"] is not None}
     return touched, reasons
+
+
+def input_summary_of_rows(marked: pa.Table) -> tuple[list[PartitionKey], dict[str, int]]:
+    """``input_summary`` of marked rows already in the driver (a batch that runs in one
+    partition collects them there), with no Spark job."""
+    import pyarrow.compute as pc
+
+    reason = marked.column("reason")
+    valid = marked.filter(pc.is_null(reason)).select(["topic", "partition"])
+    touched = valid.group_by(["topic", "partition"]).aggregate([])
+    rejected = marked.filter(pc.is_valid(reason)).group_by("reason").aggregate([("reason", "count")])
+    topics, partitions = touched.column("topic").to_pylist(), touched.column("partition").to_pylist()
+    reasons, counts = rejected.column("reason").to_pylist(), rejected.column("reason_count").to_pylist()
+    return list(zip(topics, partitions, strict=True)), dict(zip(reasons, counts, strict=True))
 
 
 def counts_of_frame(out: DataFrame) -> OutputCounts:

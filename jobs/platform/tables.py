@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import types as T
+
 from jobs.platform import locations
 from jobs.platform.java import jvm_class
 from schemas.tables import TABLE_CLUSTERING, TABLES
@@ -182,9 +184,34 @@ def local_copy_and_rows(
     spark: SparkSession, frame: DataFrame, schema: StructType
 ) -> tuple[DataFrame, pa.Table]:
     """``local_copy``, and the rows it holds as the Arrow table collected: for a caller that
-    also reads them in the driver."""
+    also reads them in the driver.
+
+    Fields inside structs, arrays and maps are made nullable on the way: Spark may call such a
+    field non-null (``coalesce(batch_index, -1)`` in a message id) while the struct that holds
+    it is null in some row, and pyspark's conversion to Arrow then refuses the column."""
+    from pyspark.sql import functions as F
+
+    loose = [(f, _nested_nullable(f.dataType)) for f in frame.schema.fields]
+    if any(data_type != f.dataType for f, data_type in loose):
+        frame = frame.select(*[F.col(f.name).cast(data_type).alias(f.name) for f, data_type in loose])
     rows = frame.toArrow()
+    schema = T.StructType(
+        [T.StructField(f.name, _nested_nullable(f.dataType), f.nullable, f.metadata) for f in schema.fields]
+    )
     return spark.createDataFrame(rows, schema), rows
+
+
+def _nested_nullable(data_type: T.DataType) -> T.DataType:
+    """``data_type`` with every field, element and value inside it nullable."""
+    if isinstance(data_type, T.StructType):
+        return T.StructType(
+            [T.StructField(f.name, _nested_nullable(f.dataType), True, f.metadata) for f in data_type.fields]
+        )
+    if isinstance(data_type, T.ArrayType):
+        return T.ArrayType(_nested_nullable(data_type.elementType), True)
+    if isinstance(data_type, T.MapType):
+        return T.MapType(data_type.keyType, _nested_nullable(data_type.valueType), True)
+    return data_type
 
 
 def empty_frame(spark: SparkSession, schema: StructType | str) -> DataFrame:

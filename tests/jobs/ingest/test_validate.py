@@ -542,6 +542,39 @@ def test_steps_compose_like_parse_and_validate(spark: SparkSession) -> None:
     assert sorted(r.reason for r in rejected.collect()) == [V.DUPLICATE_EVENT_ID, V.UNKNOWN_TYPE]
 
 
+def test_a_batch_in_one_partition_marks_and_rejects_what_a_spread_one_does(
+    spark: SparkSession, outcome: dict[str, Any]
+) -> None:
+    """``mark_duplicates_in_partition`` (a window over the one partition, in classify's own job)
+    gives every row, reason and detail that ``mark_duplicates`` (an aggregate and a broadcast
+    join) gives; the rows then pass through the driver as the ingest job's do."""
+    from jobs.ingest.counts import input_summary, input_summary_of_rows
+    from jobs.ingest.validate import mark_duplicates_in_partition
+    from jobs.platform.tables import local_copy_and_rows
+
+    raw = _frame(spark, outcome["lines"]).coalesce(1)
+    marked = mark_duplicates_in_partition(classify(raw))
+    marked, rows = local_copy_and_rows(spark, marked, marked.schema)
+    valid, rejected = split(marked)
+
+    def key(row: dict[str, Any]) -> str:
+        return json.dumps(row, sort_keys=True, default=str)
+
+    assert sorted(map(key, (r.asDict(recursive=True) for r in valid.collect()))) == sorted(
+        map(key, outcome["valid"])
+    )
+    assert sorted(map(key, (r.asDict(recursive=True) for r in rejected.collect()))) == sorted(
+        map(key, outcome["rejected"])
+    )
+    dups = [r for r in outcome["rejected"] if r["reason"] == V.DUPLICATE_EVENT_ID]
+    assert len(dups) == 3 and all("seq 5" in r["detail"] for r in dups)
+    touched, reasons = input_summary_of_rows(rows)
+    spread_touched, spread_reasons = input_summary(mark_duplicates(classify(_frame(spark, outcome["lines"]))))
+    assert sorted(touched) == sorted(spread_touched) and touched
+    assert reasons == spread_reasons
+    assert reasons[V.DUPLICATE_EVENT_ID] == 3 and sum(reasons.values()) == len(outcome["rejected"])
+
+
 def test_delta_source_round_trip(spark: SparkSession, outcome: dict[str, Any]) -> None:
     """A Delta source builds `value` with to_json(struct(*)); valid events survive it unchanged."""
     valid = spark.createDataFrame(outcome["valid"], EVENT_SCHEMA)
