@@ -191,9 +191,10 @@ def local_copy_and_rows(
     it is null in some row, and pyspark's conversion to Arrow then refuses the column."""
     from pyspark.sql import functions as F
 
-    loose = [(f, _nested_nullable(f.dataType)) for f in frame.schema.fields]
-    if any(data_type != f.dataType for f, data_type in loose):
-        frame = frame.select(*[F.col(f.name).cast(data_type).alias(f.name) for f, data_type in loose])
+    loose = [(f.name, f.dataType, _nested_nullable(f.dataType)) for f in frame.schema.fields]
+    changed = {name: data_type for name, was, data_type in loose if data_type != was}
+    if changed:  # only the columns that change: each column built costs a few py4j calls
+        frame = frame.withColumns({name: F.col(name).cast(t) for name, t in changed.items()})
     rows = frame.toArrow()
     schema = T.StructType(
         [T.StructField(f.name, _nested_nullable(f.dataType), f.nullable, f.metadata) for f in schema.fields]
