@@ -209,7 +209,7 @@ def _ingest_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--processing-time",
         metavar="INTERVAL",
-        help='micro-batch interval for --trigger continuous, e.g. "10 seconds" '
+        help='micro-batch interval for --trigger continuous, e.g. "5 seconds" '
         "(default: [ingest] processing_time)",
     )
     p.add_argument(

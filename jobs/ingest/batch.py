@@ -64,6 +64,7 @@ from jobs.ingest.projections import (
 from jobs.ingest.recovery import NOTHING_WRITTEN, STATE_TABLES, Recovery, read_tag, read_versions, recover
 from jobs.ingest.warm import PartitionKey, WarmState, state_changes, state_table
 from jobs.platform import progress
+from jobs.platform.columns import select_named
 from jobs.platform.delta_writer import DeltaWriter
 from jobs.platform.session import session_settings
 from jobs.platform.tables import (
@@ -349,7 +350,7 @@ class BatchWriter:
             # Materialised with its lineage cut: a cached plan that reads `cursors` would be
             # invalidated (and silently recomputed from the new state) by this batch's own MERGE.
             out = (
-                valid.select(*APPLY_EVENT_COLUMNS)
+                select_named(valid, APPLY_EVENT_COLUMNS)
                 .groupBy(*keys)
                 .cogroup(state.groupBy(*keys))
                 .applyInArrow(apply, APPLY_OUTPUT)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from jobs.ingest.producers import late_answers, receipt_columns
+from jobs.platform.columns import built_once
 from schemas.tables import TABLES
 from schemas.udf import (
     ACTIVE_CHANGE,
@@ -143,21 +144,31 @@ class Projection:
     def rows(self, out: DataFrame, lineage: Sequence[Column] = ()) -> DataFrame:
         """This kind's rows of ``out`` as the table's columns (then ``carry``); ``lineage`` gives
         ``query_id`` and ``batch_id`` (``LINEAGE_COLUMNS``) where the table has them."""
+        given = dict(zip(LINEAGE_COLUMNS, lineage, strict=False))
+        for name in TABLES[self.table].fieldNames():
+            if name in LINEAGE_COLUMNS and name not in given:
+                raise ValueError(f"{self.table}.{name}: the writer's lineage is needed")
+        is_kind, columns = built_once(("projection", self.kind, self.table), self._columns)
+        return out.filter(is_kind).select(
+            *[given[name].alias(name) if column is None else column for name, column in columns]
+        )
+
+    def _columns(self) -> tuple[Column, list[tuple[str, Column | None]]]:
+        """The filter on this kind, and each output column (None: the batch's lineage column),
+        built once per JVM (``jobs.platform.columns``)."""
         from pyspark.sql import functions as F
 
-        given = dict(zip(LINEAGE_COLUMNS, lineage, strict=False))
         derived = {**DERIVED, **self.derived()}
-        columns: list[Column | str] = []
+        columns: list[tuple[str, Column | None]] = []
         for name in TABLES[self.table].fieldNames():
-            if name in given:
-                columns.append(given[name].alias(name))
-            elif name in LINEAGE_COLUMNS:
-                raise ValueError(f"{self.table}.{name}: the writer's lineage is needed")
+            if name in LINEAGE_COLUMNS:
+                columns.append((name, None))
             elif name in derived:
-                columns.append(derived[name]().alias(name))
+                columns.append((name, derived[name]().alias(name)))
             else:
-                columns.append(name)
-        return out.filter(F.col("kind") == self.kind).select(*columns, *self.carry)
+                columns.append((name, F.col(name)))
+        columns += [(name, F.col(name)) for name in self.carry]
+        return F.col("kind") == self.kind, columns
 
 
 PROJECTIONS: tuple[Projection, ...] = (
@@ -208,33 +219,38 @@ def state_input(partitions: DataFrame, cursors: DataFrame) -> DataFrame:
     """``schemas.udf.STATE_INPUT`` rows of the apply and trim UDFs: one per topic partition (its
     ``topic_partitions`` row) and one per cursor, no ledger trim requested yet
     (``with_trim_requests``)."""
+    partition_columns, cursor_columns = built_once("state_input", _state_input_columns)
+    return partitions.select(*partition_columns).unionByName(cursors.select(*cursor_columns))
+
+
+def _state_input_columns() -> tuple[list[Column], list[Column]]:
     from pyspark.sql import functions as F
 
-    return partitions.select(
-        "topic",
-        "partition",
+    partition_columns = [
+        F.col("topic"),
+        F.col("partition"),
         F.lit(PARTITION).alias("kind"),
         F.lit(None).cast("string").alias("subscription"),
         F.col("ledgers").alias("state"),
-        "last_seq",
-        "last_event_time",
+        F.col("last_seq"),
+        F.col("last_event_time"),
         F.lit(None).cast("binary").alias("subscription_state"),
-        "producers_state",
+        F.col("producers_state"),
         F.lit(None).cast("long").alias("first_retained_ledger"),
-    ).unionByName(
-        cursors.select(
-            "topic",
-            "partition",
-            F.lit(CURSOR).alias("kind"),
-            "subscription",
-            "state",
-            F.lit(None).cast("long").alias("last_seq"),
-            F.lit(None).cast("long").alias("last_event_time"),
-            "subscription_state",
-            F.lit(None).cast("binary").alias("producers_state"),
-            F.lit(None).cast("long").alias("first_retained_ledger"),
-        )
-    )
+    ]
+    cursor_columns = [
+        F.col("topic"),
+        F.col("partition"),
+        F.lit(CURSOR).alias("kind"),
+        F.col("subscription"),
+        F.col("state"),
+        F.lit(None).cast("long").alias("last_seq"),
+        F.lit(None).cast("long").alias("last_event_time"),
+        F.col("subscription_state"),
+        F.lit(None).cast("binary").alias("producers_state"),
+        F.lit(None).cast("long").alias("first_retained_ledger"),
+    ]
+    return partition_columns, cursor_columns
 
 
 def with_trim_requests(state: DataFrame, requests: DataFrame) -> DataFrame:

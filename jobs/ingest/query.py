@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         format=source_format,
         trigger=getattr(args, "trigger", None) or args.config.ingest.get("trigger", "available-now"),
         processing_time=getattr(args, "processing_time", None)
-        or args.config.ingest.get("processing_time", "10 seconds"),
+        or args.config.ingest.get("processing_time", IngestOptions.processing_time),
         checkpoint=getattr(args, "checkpoint", None),
         max_files_per_trigger=getattr(args, "max_files_per_trigger", None)
         or args.config.ingest.get("max_files_per_trigger"),

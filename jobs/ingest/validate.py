@@ -64,6 +64,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from jobs.platform.columns import built_once, select_named
 from schemas import validation as V
 from schemas.events import (
     EVENT_DEFAULTS,
@@ -141,24 +142,10 @@ class _Stages:
     """The detail of a rejected row, by its rule."""
 
 
-_STAGES: dict[int, _Stages] = {}
-
-
 def classify_stages() -> _Stages:
-    """`classify`'s column expressions, built once per JVM and reused by every micro-batch.
-
-    Building them is thousands of py4j calls (every ``F.col``, ``when`` and lambda is one):
-    about a second per batch, most of a small batch's validation. Column expressions are
-    unresolved Catalyst trees, independent of any DataFrame or session, so one set serves
-    every batch; they are keyed by the py4j gateway in case a process starts another JVM.
-    """
-    from pyspark import SparkContext
-
-    key = id(SparkContext._gateway)
-    stages = _STAGES.get(key)
-    if stages is None:
-        stages = _STAGES[key] = _build_stages()
-    return stages
+    """`classify`'s column expressions, built once per JVM and reused by every micro-batch
+    (``jobs.platform.columns``): building them is thousands of py4j calls, about a second."""
+    return built_once("classify", _build_stages)
 
 
 def _build_stages() -> _Stages:
@@ -251,7 +238,7 @@ def mark_duplicates(classified: DataFrame, duplicates: DataFrame | None = None) 
         F.broadcast(duplicates), classified["event_id"] == duplicates["_dup_event_id"], "left"
     )
     is_dup = valid & F.col("_dup_event_id").isNotNull() & (F.col(_ORDER) != F.col("_kept_order"))
-    return _marked(joined, is_dup, duplicates["_kept_seq"])
+    return joined.select(*_marking(is_dup, duplicates["_kept_seq"]))
 
 
 def mark_duplicates_in_partition(classified: DataFrame) -> DataFrame:
@@ -262,24 +249,28 @@ def mark_duplicates_in_partition(classified: DataFrame) -> DataFrame:
     the duplicates in a job of their own (an aggregate and its shuffle), which for a
     1,000-record batch cost more than the marking (0.17 s). Same rows out, same columns.
     """
+    return classified.select(*built_once("mark_duplicates_in_partition", _window_marking))
+
+
+def _window_marking() -> list[Column]:
     from pyspark.sql import Window
 
     valid = F.col(REASON_COLUMN).isNull()
     copies = Window.partitionBy(F.col("event_id"), valid).orderBy(F.col("seq"), F.col(_ORDER))
     is_dup = valid & (F.row_number().over(copies) > 1)
-    return _marked(classified, is_dup, F.first(F.col("seq")).over(copies))
+    return _marking(is_dup, F.first(F.col("seq")).over(copies))
 
 
-def _marked(rows: DataFrame, is_dup: Column, kept_seq: Column) -> DataFrame:
+def _marking(is_dup: Column, kept_seq: Column) -> list[Column]:
     """`classify`'s columns, with ``is_dup`` rows rejected as duplicates of the row kept."""
-    return rows.select(
-        *EVENT_FIELD_NAMES,
+    return [
+        *[F.col(name) for name in EVENT_FIELD_NAMES],
         F.when(is_dup, F.lit(V.DUPLICATE_EVENT_ID)).otherwise(F.col(REASON_COLUMN)).alias(REASON_COLUMN),
         F.when(is_dup, F.lit(_DUPLICATE_RULE)).otherwise(F.col(_RULE)).alias(_RULE),
         F.when(is_dup, kept_seq).alias(_KEPT_SEQ),
-        RAW_COLUMN,
-        _ORDER,
-    )
+        F.col(RAW_COLUMN),
+        F.col(_ORDER),
+    ]
 
 
 def split(marked: DataFrame, *, keep_order: bool = False) -> tuple[DataFrame, DataFrame]:
@@ -293,8 +284,9 @@ def valid_records(marked: DataFrame, *, keep_order: bool = False) -> DataFrame:
     ``keep_order`` keeps ``INPUT_ORDER_COLUMN``: the ingest job needs it to apply records
     with equal ``seq`` in input order (the first is applied, a replay is stale).
     """
-    columns = [*EVENT_FIELD_NAMES, _ORDER] if keep_order else list(EVENT_FIELD_NAMES)
-    return marked.where(F.col(REASON_COLUMN).isNull()).select(*columns)
+    columns = (*EVENT_FIELD_NAMES, _ORDER) if keep_order else EVENT_FIELD_NAMES
+    is_valid = built_once("valid", lambda: F.col(REASON_COLUMN).isNull())
+    return select_named(marked.where(is_valid), tuple(columns))
 
 
 def rejected_records(marked: DataFrame) -> DataFrame:

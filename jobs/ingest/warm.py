@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.ingest.projections import PROJECTION, state_input
 from jobs.ingest.recovery import STATE_TABLES
+from jobs.platform.columns import built_once
 from schemas.udf import CURSOR, DELETE, PARTITION, STATE_INPUT
 
 if TYPE_CHECKING:
@@ -226,21 +227,46 @@ class WarmState:
 def changed_state(out: DataFrame, lineage: list[Column]) -> DataFrame:
     """The ``STATE_INPUT`` rows a batch's MERGEs change: every topic partition row it writes,
     and the cursors it writes whole (``state_changed``; the others keep their state)."""
-    from pyspark.sql import functions as F
-
     partitions = PROJECTION[PARTITION].rows(out, lineage)
-    cursors = PROJECTION[CURSOR].rows(out, lineage).filter(F.col("state_changed"))
+    cursors = PROJECTION[CURSOR].rows(out, lineage).filter(_columns().state_changed)
     return state_input(partitions, cursors)
 
 
 def removed_cursors(out: DataFrame) -> DataFrame:
     """The cursors a batch's MERGE deletes (a subscription an UNSUBSCRIBE deleted), as
     ``STATE_INPUT`` keys: topic, partition, kind and subscription."""
-    from pyspark.sql import functions as F
+    columns = _columns()
+    return out.filter(columns.is_removed_cursor).select(*columns.key)
 
-    return out.filter((F.col("kind") == CURSOR) & (F.col("op") == DELETE)).select(
-        "topic", "partition", "kind", "subscription"
-    )
+
+@dataclass(frozen=True)
+class _Columns:
+    """The column expressions of this module, built once per JVM (``jobs.platform.columns``)."""
+
+    state_changed: Column
+    is_removed_cursor: Column
+    key: list[Column]
+    removed_as_state: list[Column]
+    """A removed cursor's key as a ``STATE_INPUT`` row (the other columns null)."""
+    flags: tuple[Column, Column]
+    """``REMOVED`` false, then true."""
+
+
+def _columns() -> _Columns:
+    def build() -> _Columns:
+        from pyspark.sql import functions as F
+
+        return _Columns(
+            state_changed=F.col("state_changed"),
+            is_removed_cursor=(F.col("kind") == CURSOR) & (F.col("op") == DELETE),
+            key=[F.col(n) for n in _KEY],
+            removed_as_state=[
+                F.col(n) if n in _KEY else F.lit(None).alias(n) for n in STATE_INPUT.fieldNames()
+            ],
+            flags=(F.lit(False).alias(REMOVED), F.lit(True).alias(REMOVED)),
+        )
+
+    return built_once("warm", build)
 
 
 def overlay(base: DataFrame, changed: DataFrame, removed: DataFrame) -> DataFrame:
@@ -264,19 +290,10 @@ def overlay(base: DataFrame, changed: DataFrame, removed: DataFrame) -> DataFram
 def state_changes(out: DataFrame, lineage: list[Column]) -> DataFrame:
     """``changed_state`` and ``removed_cursors`` in one frame (``REMOVED`` true on the second),
     for a batch that collects them into the driver in one job (``keep_table``)."""
-    from pyspark.sql import functions as F
-
-    removed = removed_cursors(out).select(
-        *[
-            F.col(n) if n in ("topic", "partition", "kind", "subscription") else F.lit(None).alias(n)
-            for n in STATE_INPUT.fieldNames()
-        ]
-    )
-    return (
-        changed_state(out, lineage)
-        .withColumn(REMOVED, F.lit(False))
-        .unionByName(removed.withColumn(REMOVED, F.lit(True)))
-    )
+    columns = _columns()
+    unchanged, removed = columns.flags
+    changed = changed_state(out, lineage).select("*", unchanged)
+    return changed.unionByName(removed_cursors(out).select(*columns.removed_as_state, removed))
 
 
 REMOVED = "_removed"
