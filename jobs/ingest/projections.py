@@ -148,7 +148,7 @@ class Projection:
         for name in TABLES[self.table].fieldNames():
             if name in LINEAGE_COLUMNS and name not in given:
                 raise ValueError(f"{self.table}.{name}: the writer's lineage is needed")
-        is_kind, columns = built_once(("projection", self.kind, self.table), self._columns)
+        is_kind, columns = built_once(("projections.rows", self.kind, self.table), self._columns)
         return out.filter(is_kind).select(
             *[given[name].alias(name) if column is None else column for name, column in columns]
         )
@@ -219,7 +219,7 @@ def state_input(partitions: DataFrame, cursors: DataFrame) -> DataFrame:
     """``schemas.udf.STATE_INPUT`` rows of the apply and trim UDFs: one per topic partition (its
     ``topic_partitions`` row) and one per cursor, no ledger trim requested yet
     (``with_trim_requests``)."""
-    partition_columns, cursor_columns = built_once("state_input", _state_input_columns)
+    partition_columns, cursor_columns = built_once("projections.state_input", _state_input_columns)
     return partitions.select(*partition_columns).unionByName(cursors.select(*cursor_columns))
 
 

@@ -145,7 +145,7 @@ class _Stages:
 def classify_stages() -> _Stages:
     """`classify`'s column expressions, built once per JVM and reused by every micro-batch
     (``jobs.platform.columns``): building them is thousands of py4j calls, about a second."""
-    return built_once("classify", _build_stages)
+    return built_once("validate.classify", _build_stages)
 
 
 def _build_stages() -> _Stages:
@@ -216,8 +216,8 @@ def duplicate_keys(classified: DataFrame) -> DataFrame:
         .where(F.col("_copies") > 1)
         .select(
             F.col("event_id").alias("_dup_event_id"),
-            F.col("_kept.seq").alias("_kept_seq"),
-            F.col(f"_kept.{_ORDER}").alias("_kept_order"),
+            F.col("_kept.seq").alias("_dup_kept_seq"),
+            F.col(f"_kept.{_ORDER}").alias("_dup_kept_order"),
         )
     )
 
@@ -237,8 +237,8 @@ def mark_duplicates(classified: DataFrame, duplicates: DataFrame | None = None) 
     joined = classified.join(
         F.broadcast(duplicates), classified["event_id"] == duplicates["_dup_event_id"], "left"
     )
-    is_dup = valid & F.col("_dup_event_id").isNotNull() & (F.col(_ORDER) != F.col("_kept_order"))
-    return joined.select(*_marking(is_dup, duplicates["_kept_seq"]))
+    is_dup = valid & F.col("_dup_event_id").isNotNull() & (F.col(_ORDER) != F.col("_dup_kept_order"))
+    return joined.select(*_marking(is_dup, F.col("_dup_kept_seq")))
 
 
 def mark_duplicates_in_partition(classified: DataFrame) -> DataFrame:
@@ -249,7 +249,7 @@ def mark_duplicates_in_partition(classified: DataFrame) -> DataFrame:
     the duplicates in a job of their own (an aggregate and its shuffle), which for a
     1,000-record batch cost more than the marking (0.17 s). Same rows out, same columns.
     """
-    return classified.select(*built_once("mark_duplicates_in_partition", _window_marking))
+    return classified.select(*built_once("validate.window_marking", _window_marking))
 
 
 def _window_marking() -> list[Column]:
@@ -285,7 +285,7 @@ def valid_records(marked: DataFrame, *, keep_order: bool = False) -> DataFrame:
     with equal ``seq`` in input order (the first is applied, a replay is stale).
     """
     columns = (*EVENT_FIELD_NAMES, _ORDER) if keep_order else EVENT_FIELD_NAMES
-    is_valid = built_once("valid", lambda: F.col(REASON_COLUMN).isNull())
+    is_valid = built_once("validate.is_valid", lambda: F.col(REASON_COLUMN).isNull())
     return select_named(marked.where(is_valid), tuple(columns))
 
 

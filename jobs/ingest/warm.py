@@ -266,7 +266,7 @@ def _columns() -> _Columns:
             flags=(F.lit(False).alias(REMOVED), F.lit(True).alias(REMOVED)),
         )
 
-    return built_once("warm", build)
+    return built_once("warm.columns", build)
 
 
 def overlay(base: DataFrame, changed: DataFrame, removed: DataFrame) -> DataFrame:
