@@ -608,6 +608,7 @@ class PartitionState:
         implicit = settings.implicit_consumers
         enabled = settings.acknowledgment_at_batch_index_level_enabled
         types, ack_types, consumer_ids = cols.type, cols.ack_type, cols.consumer_id
+        batch_sizes, times = cols.batch_size, cols.event_time
         positions: dict[int, Position] | None = None  # of the DISPATCHes, built at the first
         staged = _StagedAcks(self.ledgers, enabled)
         acked = False  # an individual ack was applied: the name joins result.changed at the end
@@ -636,14 +637,25 @@ class PartitionState:
                 if due is not None and due <= now:
                     staged.flush(cursor)
                     sub.fire_timers(cursor, now, settings)
-                if kind == DISPATCH:  # half of a typical stream
+                if kind == DISPATCH:  # half of a typical stream: ``_dispatch``, written out
                     if positions is None:
                         positions = cols.dispatch_positions(events)
                     pos = positions[i]
-                    if inert and pos <= lac and consumer_ids[i] in sub.consumers:
-                        continue
+                    consumer_id = consumer_ids[i]
                     try:
-                        self._dispatch(sub, cursor, i, pos, cols, lac, settings)
+                        if pos > lac:
+                            raise _dispatch_beyond(pos, lac)
+                        if inert and consumer_id in sub.consumers:
+                            continue
+                        sub.dispatch(
+                            cursor,
+                            consumer_id,
+                            pos,
+                            batch_sizes[i],
+                            cols.sticky_key_hash(i) if cursor.sub_type == "Key_Shared" else 0,
+                            times[i],
+                            settings,
+                        )
                     except EngineRefusal as refusal:
                         result.rejects.append(Reject(cols.row[i], refusal.reason, str(refusal)))
                         result.changed.add(name)  # batch state may have been recorded before it
@@ -775,7 +787,7 @@ class PartitionState:
                 return
             if kind in (NACK, REDELIVER):
                 lo, hi = cols.msg_offsets[i], cols.msg_offsets[i + 1]
-                positions = cols.msg_positions[lo:hi]
+                positions = cols.msg_positions()[lo:hi]
                 if kind == NACK:
                     sub.nack(cursor, consumer_id, positions, now)
                 else:
@@ -910,7 +922,7 @@ class PartitionState:
 
     def _message_id(self, batch: EventBatch, cols: _EventColumns, m: int, name: str) -> MessageId:
         lo, hi = cols.ackset_offsets[m], cols.ackset_offsets[m + 1]
-        pos = cols.msg_positions[m]
+        pos = cols.msg_positions()[m]
         if hi == lo:  # MessageId(pos) without its Python __new__: mostly cumulative acks
             return tuple.__new__(MessageId, (pos, None, 1))
         mask = words_to_mask(batch.ackset_words[lo:hi].tolist())
@@ -1110,10 +1122,21 @@ class PartitionState:
         lo, hi = cols.msg_offsets[i], cols.msg_offsets[i + 1]
         consumer_side = cursor.sub_type in _INDIVIDUAL_ACK_MODES and sub.holds_anything()
         whole = sets[lo] == sets[hi]
+        if whole and hi - lo == 1:  # one id naming a whole entry: most acks, the steps below
+            pos = cols.msg_positions()[lo]
+            if consumer_side:
+                sub.ack_entry(cursor, consumer_id, pos, settings)
+            try:
+                if staged is None or not staged.stage_entry(cursor, pos, lac):
+                    enabled = settings.acknowledgment_at_batch_index_level_enabled
+                    cursor.ack([MessageId(pos)], self.ledgers, lac, enabled)
+            except EngineRefusal as refusal:
+                result.rejects.append(_refused_ack(cols.row[i], refusal))
+            return True
         if whole:
             # no id carries an ack set (most acks: one id, a whole entry): positions, without a
             # MessageId each, and no masks for a later id of the command to read
-            positions = cols.msg_positions[lo:hi]
+            positions = cols.msg_positions()[lo:hi]
             if consumer_side:
                 for pos in positions:
                     sub.ack_entry(cursor, consumer_id, pos, settings)
@@ -1141,7 +1164,7 @@ class PartitionState:
             elif staged is None or not staged.stage(cursor, mids, lac):
                 cursor.ack(mids, self.ledgers, lac, enabled)
         except EngineRefusal as refusal:
-            result.rejects.append(Reject(cols.row[i], refusal.reason, f"{refusal}; the call stopped there"))
+            result.rejects.append(_refused_ack(cols.row[i], refusal))
         return True
 
 
@@ -1153,6 +1176,11 @@ def _dispatches_inert(sub: Subscription | None, cursor: Cursor | None) -> bool:
 
 def _dispatch_beyond(pos: Position, lac: Position) -> DispatchBeyondLastPublished:
     return DispatchBeyondLastPublished(f"DISPATCH of {pos}, beyond the last published entry {lac}")
+
+
+def _refused_ack(row: int, refusal: EngineRefusal) -> Reject:
+    """An ACK whose cursor side the cursor refused part way (``Cursor.ack`` stops at the id)."""
+    return Reject(row, refusal.reason, f"{refusal}; the call stopped there")
 
 
 def _never_subscribed(row: int, name: str) -> Reject:
@@ -1232,6 +1260,20 @@ class _StagedAcks:
         self.flush(cursor)
         return False
 
+    def stage_entry(self, cursor: Cursor, pos: Position, lac: Position) -> bool:
+        """``stage_entries`` of a call of one id (most acks): an existing entry at or below
+        ``lac`` (``Cursor.stage_entry_acks``'s checks) is staged here without a list and two
+        calls; anything else goes through ``stage_entries``, which refuses or declines it."""
+        if (
+            (self.lac is not None or cursor.can_stage_acks(self.enabled, self.ledgers))
+            and pos <= lac
+            and 0 <= pos.entry_id <= self.last_entries.get(pos.ledger_id, -1)
+        ):
+            self.lac = lac
+            self.positions.append(pos)
+            return True
+        return self.stage_entries(cursor, [pos], lac)
+
     def flush(self, cursor: Cursor) -> None:
         if self.lac is not None:
             cursor.apply_staged(self.positions, self.ledgers, self.lac)
@@ -1291,6 +1333,7 @@ class _EventColumns:
 
     __slots__ = (
         "_batch",
+        "_msg_positions",
         "_sticky",
         "ack_type",
         "ackset_offsets",
@@ -1300,12 +1343,10 @@ class _EventColumns:
         "key",
         "msg_batch_size",
         "msg_offsets",
-        "msg_positions",
         "row",
         "seq",
         "type",
     )
-    msg_positions: list[Position]
 
     def __init__(self, batch: EventBatch) -> None:
         self._batch = batch
@@ -1323,18 +1364,19 @@ class _EventColumns:
         self.msg_batch_size: list[int] = batch.msg_batch_size.tolist()
         self.ackset_offsets: list[int] = batch.ackset_offsets.tolist()
         self._sticky: dict[str | None, int] = {}
-        # msg_positions: built at first read (__getattr__)
+        self._msg_positions: list[Position] | None = None
 
-    def __getattr__(self, name: str) -> list[Position]:
-        """Build ``msg_positions``, each message id's position (ACK, NACK, REDELIVER), at its
-        first read (Python calls this only while the slot is unset; afterwards it is a plain
-        attribute, where a property cost a call per read). The array path of a long ack run
-        reads the columns, so a batch of such runs never builds it."""
-        if name != "msg_positions":
-            raise AttributeError(name)
-        batch = self._batch
-        value = positions_of(batch.msg_ledger.tolist(), batch.msg_entry.tolist())
-        self.msg_positions = value
+    def msg_positions(self) -> list[Position]:
+        """Each message id's position (ACK, NACK, REDELIVER), built at the first call. The array
+        path of a long ack run reads the columns, so a batch of such runs never builds it.
+
+        A method, not ``__getattr__``: a class with ``__getattr__`` makes every attribute read of
+        its instances go through the hook (CPython does not specialise them), about 40 ns each,
+        and the per-event paths read several columns per event."""
+        value = self._msg_positions
+        if value is None:
+            batch = self._batch
+            value = self._msg_positions = positions_of(batch.msg_ledger.tolist(), batch.msg_entry.tolist())
         return value
 
     def dispatch_positions(self, events: list[int]) -> dict[int, Position]:

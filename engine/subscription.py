@@ -24,7 +24,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import chain, groupby, islice, repeat
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -63,6 +63,8 @@ MIN_NACK_DELAY_MS = 100  # NegativeAcksTracker.MIN_NACK_DELAY_MS
 # redelivery reasons (CONTRACT.md `redeliveries.reason`)
 NACK, ACK_TIMEOUT, REDELIVER, CONSUMER_CLOSED = "NACK", "ACK_TIMEOUT", "REDELIVER", "CONSUMER_CLOSED"
 _REASONS = (NACK, ACK_TIMEOUT, REDELIVER, CONSUMER_CLOSED)
+
+_NACKED_POSITION = itemgetter(2)  # of a ``Subscription.nacks`` entry (due_at, consumer id, position)
 
 _MAGIC = b"AKS"
 _VERSION = 1
@@ -671,8 +673,17 @@ class Subscription:
         ack-set arguments and the two dictionaries a one-id command only throws away. The same
         steps as ``ack``'s whole-entry branch (``tests/engine/test_fast_paths.py`` compares them).
         """
-        owner, pending = self._acked_pending(consumer_id, pos)
-        if owner is not None and pending is not None:
+        # _acked_pending and _entry_acked, written out: every whole-entry ack comes here
+        if self._bulk:
+            self._materialize()
+        owner = self.consumers[consumer_id]
+        pending = owner.pending.get(pos)
+        if pending is None:
+            owner_id = self.holder.get(pos)
+            holder = self.consumers.get(owner_id) if owner_id is not None else None
+            if holder is not None:
+                owner, pending = holder, holder.pending.get(pos)
+        if pending is not None:
             acked = pending.batch_size
             if settings.acknowledgment_at_batch_index_level_enabled:
                 partial = cursor.batch_acks.get(pos)
@@ -680,9 +691,13 @@ class Subscription:
                     acked = unacked_count(partial.unacked)
             owner.unacked_messages -= acked  # _remove_pending records the consumer changed
             self._remove_pending(owner, pos, settings.max_unacked_messages_per_consumer)
-        self._entry_acked(pos)
+        if pos in self._redeliveries:
+            self._set_redelivery(pos, None)
+        if self.nacks:
+            self._drop_nacks_at(pos)
         # PersistentSubscription.acknowledgeMessage: redeliveryTracker.removeBatch(positions)
-        self._tracker.pop(pos, None)
+        if self._tracker:
+            self._tracker.pop(pos, None)
 
     def _acked_pending(self, consumer_id: int, pos: Position) -> tuple[Consumer | None, PendingAck | None]:
         """The pending ack an individual ack of ``pos`` by ``consumer_id`` removes, and whose it
@@ -999,11 +1014,10 @@ class Subscription:
         self._timers_changed()
 
     def _drop_nacks_at(self, pos: Position) -> None:
-        if self.nacks:
-            kept = [n for n in self.nacks if n[2] != pos]
-            if len(kept) != len(self.nacks):
-                self.nacks = kept
-                self._timers_changed()
+        # every whole-entry ack asks, and most find none: the look is a C-level scan
+        if pos in map(_NACKED_POSITION, self.nacks):
+            self.nacks = [n for n in self.nacks if n[2] != pos]
+            self._timers_changed()
 
     # ---- encoding ----------------------------------------------------------------------
     def encode(self) -> bytes:
