@@ -354,7 +354,8 @@ class Cursor:
         self.mark_delete = new_md
         if acked:
             acked.remove_at_most(new_md)
-        self._align_batch_acks()
+        if self.batch_acks:
+            self._align_batch_acks()
 
     def _align_batch_acks(self) -> None:
         """internalMarkDelete -> alignAcknowledgeStatus: batch state at or below mark-delete is
@@ -386,7 +387,8 @@ class Cursor:
                 )
             self._set_acknowledged_position(new_pos, ledgers, lac)
         finally:
-            self._align_batch_acks()  # ackBatchPosition may have recorded state below mark-delete
+            if self.batch_acks:  # ackBatchPosition may have recorded state below mark-delete
+                self._align_batch_acks()
 
     def _ack_batch_position(
         self,

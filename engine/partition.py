@@ -661,7 +661,8 @@ class PartitionState:
                         result.changed.add(name)  # batch state may have been recorded before it
                     continue
                 if kind == ACK:  # not an individual one: cumulative, or only the consumer check
-                    staged.flush(cursor)
+                    if staged.lac is not None:
+                        staged.flush(cursor)
                     try:
                         self._ack_command(name, sub, cursor, i, batch, cols, lac, enabled, result)
                     except EngineRefusal as refusal:

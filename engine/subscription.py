@@ -606,7 +606,9 @@ class Subscription:
 
     # ---- ACK (the consumer side of it; the cursor applies the positions) ---------------------
     def check_consumer(self, consumer_id: int, what: str) -> None:
-        self._consumer(consumer_id, what)
+        """``_consumer`` without the consumer: every ACK command asks."""
+        if consumer_id not in self.consumers:
+            self._consumer(consumer_id, what)  # raises
 
     def ack(
         self,
