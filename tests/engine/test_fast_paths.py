@@ -2,9 +2,10 @@
 
 ``PartitionState`` stages the cursor side of individual acks (``Cursor.stage_ack``, and
 ``Cursor.stage_entry_acks`` for a command of whole entries, its checks written out for a
-command of one such id; applied at once by ``Cursor.apply_staged``), takes the consumer side of a whole-entry id through
-``Subscription.ack_entry`` and passes over the DISPATCHes that change nothing
-(``Subscription.dispatch_is_inert``). All are exact claims, so switching them off (the plain
+command of one such id; applied at once by ``Cursor.apply_staged``), takes the consumer side
+of a whole-entry id through ``Subscription.ack_entry`` and passes over the DISPATCHes that
+change nothing (``Subscription.dispatch_is_inert``). All are exact claims, so switching them
+off (the plain
 ``Cursor.ack`` per call, ``Subscription.ack`` per id, ``Subscription.dispatch`` per DISPATCH)
 must give byte-identical state, the same changed subscriptions and the same rejects in the same
 order, on the generated mix and on random streams that mix every subscription type, refusals,
