@@ -1135,8 +1135,8 @@ class PartitionState:
                 result.rejects.append(_refused_ack(cols.row[i], refusal))
             return True
         if whole:
-            # no id carries an ack set (most acks: one id, a whole entry): positions, without a
-            # MessageId each, and no masks for a later id of the command to read
+            # several ids, none with an ack set: positions, without a MessageId each, and no
+            # masks for a later id of the command to read
             positions = cols.msg_positions()[lo:hi]
             if consumer_side:
                 for pos in positions:
