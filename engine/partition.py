@@ -64,7 +64,9 @@ from engine.events import (
     TOPIC_OPERATIONS,
     UNSUBSCRIBE,
     EventBatch,
+    among,
     gather_ranges,
+    type_table,
 )
 from engine.keyshared import sticky_key_hash
 from engine.ledgers import Ledgers
@@ -89,6 +91,9 @@ _NON_PERSISTENT_INERT = (
     *(PUBLISH, DISPATCH, ACK, NACK, REDELIVER),
     *(kind for kind in CURSOR_OPERATIONS if kind != UNSUBSCRIBE),
 )
+_IS_CONSUMER_EVENT = type_table(_CONSUMER_EVENTS)
+_IS_NON_PERSISTENT_INERT = type_table(_NON_PERSISTENT_INERT)
+_IS_TOPIC_OPERATION = type_table(TOPIC_OPERATIONS)
 
 
 class Reject(NamedTuple):
@@ -196,7 +201,7 @@ class PartitionState:
             return result
         if np.any(np.diff(batch.seq) < 0):
             batch = batch.take(np.argsort(batch.seq, kind="stable"))
-        topic_operations = np.flatnonzero(np.isin(batch.type, TOPIC_OPERATIONS))
+        topic_operations = np.flatnonzero(_IS_TOPIC_OPERATION[batch.type])
         if topic_operations.size:
             return self._apply_around_topic_operations(batch, topic_operations, settings)
 
@@ -218,7 +223,7 @@ class PartitionState:
         # no-ops) and no unacked count (Consumer.addAndGetUnAckedMsgs counts only when
         # isPersistentTopic). Those events are consumed without effect; consumers still come and go.
         if is_non_persistent(self.topic):
-            effective = live & ~np.isin(batch.type, _NON_PERSISTENT_INERT)
+            effective = live & ~_IS_NON_PERSISTENT_INERT[batch.type]
         else:
             effective = live
 
@@ -228,7 +233,7 @@ class PartitionState:
         # 3. consumer events, per subscription (SEND and SEND_FAILED are consumed without effect
         # here: producer dedup is separate state)
         sub_settings = settings.for_partition(self.topic, self.partition)
-        cons = np.flatnonzero(effective & np.isin(batch.type, _CONSUMER_EVENTS) & (batch.sub_code >= 0))
+        cons = np.flatnonzero(effective & _IS_CONSUMER_EVENT[batch.type] & (batch.sub_code >= 0))
         if cons.size:
             cols = _EventColumns(batch)
             by_sub = cons[np.argsort(batch.sub_code[cons], kind="stable")]
@@ -985,7 +990,7 @@ class PartitionState:
                 self._attach_implicitly(name, int(seg[k]), cols, settings, result)
             sub = self.subscriptions.get(name)
         connected = sub.consumers if sub is not None else {}
-        known = np.isin(batch.consumer_id[seg], np.fromiter(connected, dtype=np.int64, count=len(connected)))
+        known = among(batch.consumer_id[seg], list(connected))
         if not known.all():
             # ServerCnx drops acks of a consumer id it does not know on the connection
             for i in seg[~known].tolist():
@@ -1192,7 +1197,7 @@ _SMALL_RUN = 8  # individual-ack events below which a run is applied call by cal
 
 
 # the events that make or delete a subscription, or change its type or its connected consumers
-_STRUCTURAL = (SUBSCRIBE, CLOSE_CONSUMER, UNSUBSCRIBE, CREATE_SUBSCRIPTION)
+_IS_STRUCTURAL = type_table((SUBSCRIBE, CLOSE_CONSUMER, UNSUBSCRIBE, CREATE_SUBSCRIPTION))
 _LONG_RUN = 64  # individual-ack events above which a run is applied as arrays
 _MIN_EPOCH = 64  # events an epoch needs for its inert commands to be looked for
 
@@ -1208,7 +1213,7 @@ def _epochs(kinds: np.ndarray, implicit_consumers: bool) -> list[tuple[int, int,
     n = kinds.size
     if implicit_consumers or n < _MIN_EPOCH:
         return [(0, n, False)]
-    starts = [0, *(k for k in np.flatnonzero(np.isin(kinds, _STRUCTURAL)).tolist() if k > 0)]
+    starts = [0, *(k for k in np.flatnonzero(_IS_STRUCTURAL[kinds]).tolist() if k > 0)]
     ends = [*starts[1:], n]
     out: list[tuple[int, int, bool]] = []
     for lo, hi in zip(starts, ends, strict=True):

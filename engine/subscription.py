@@ -43,7 +43,7 @@ from engine.errors import (
     UnknownConsumer,
 )
 from engine.events import DISPATCH as DISPATCH_EVENT
-from engine.events import EVENT_DEFAULTS
+from engine.events import EVENT_DEFAULTS, among
 from engine.events import NACK as NACK_EVENT
 from engine.events import REDELIVER as REDELIVER_EVENT
 from engine.position import Position, packed_keys, position_columns, positions_of, sorted_after
@@ -522,9 +522,7 @@ class Subscription:
         """
         if not self.dispatch_is_inert(cursor) or self.next_due() is not None:
             return None
-        connected = np.isin(
-            consumer_ids, np.fromiter(self.consumers, dtype=np.int64, count=len(self.consumers))
-        )
+        connected = among(consumer_ids, list(self.consumers))
         inert = (kinds == DISPATCH_EVENT) | (kinds == NACK_EVENT)
         if self.active is not None:
             inert |= (

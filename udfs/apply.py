@@ -56,6 +56,7 @@ from schemas.udf import (
     UNSUBSCRIBED,
     UPSERT,
 )
+from udfs.columns import column, int_column
 from udfs.producers import emit_producer_rows, send_columns
 
 # the Arrow form of APPLY_OUTPUT, as Spark converts it (one definition of the row type)
@@ -63,54 +64,60 @@ OUTPUT_ARROW = to_arrow_schema(APPLY_OUTPUT)
 
 
 # ---- Arrow -> engine ------------------------------------------------------------------
-def _col(table: pa.Table, name: str) -> pa.Array:
-    return table.column(name).combine_chunks()
-
-
-def _ints(array: pa.Array, fill: int, dtype: Any) -> np.ndarray:
-    return np.asarray(array.fill_null(fill).to_numpy(zero_copy_only=False), dtype=dtype)
-
-
 def events_to_batch(events: pa.Table) -> EventBatch:
     """Columnar conversion: message ids and their ack_set words are flattened, not looped."""
     n = events.num_rows
-    type_code = pc.index_in(_col(events, "type"), value_set=pa.array(EVENT_TYPES))
-    ack_code = pc.index_in(_col(events, "ack_type"), value_set=pa.array(list(ACK_TYPE_CODE)))
-    subs = _col(events, "subscription").dictionary_encode()
-    ids = _col(events, "message_ids")
-    counts = _ints(pc.list_value_length(ids), 0, np.int64)
+    type_code = pc.index_in(column(events, "type"), value_set=pa.array(EVENT_TYPES))
+    ack_code = pc.index_in(column(events, "ack_type"), value_set=pa.array(list(ACK_TYPE_CODE)))
+    subs = column(events, "subscription").dictionary_encode()
+    ids = column(events, "message_ids")
+    counts = int_column(pc.list_value_length(ids), 0, np.int64)
     flat = ids.flatten()
     sets = flat.field("ack_set")
-    set_counts = _ints(pc.list_value_length(sets), 0, np.int64)
+    set_counts = int_column(pc.list_value_length(sets), 0, np.int64)
     return EventBatch(
-        seq=_ints(_col(events, "seq"), -1, np.int64),
-        event_time=_ints(_col(events, "event_time"), 0, np.int64),
-        type=_ints(type_code, -1, np.int8),
-        sub_code=_ints(subs.indices, -1, np.int32),
+        seq=int_column(column(events, "seq"), -1, np.int64),
+        event_time=int_column(column(events, "event_time"), 0, np.int64),
+        type=int_column(type_code, -1, np.int8),
+        sub_code=int_column(subs.indices, -1, np.int32),
         sub_names=subs.dictionary.to_pylist(),
-        ack_type=_ints(ack_code, -1, np.int8),
-        ledger_id=_ints(_col(events, "ledger_id"), -1, np.int64),
-        entry_id=_ints(_col(events, "entry_id"), -1, np.int64),
-        batch_size=_ints(_col(events, "batch_size"), 1, np.int32),
-        sub_type=_col(events, "sub_type").to_numpy(zero_copy_only=False).reshape(n),
-        initial_position=_col(events, "initial_position").to_numpy(zero_copy_only=False).reshape(n),
+        ack_type=int_column(ack_code, -1, np.int8),
+        ledger_id=int_column(column(events, "ledger_id"), -1, np.int64),
+        entry_id=int_column(column(events, "entry_id"), -1, np.int64),
+        batch_size=int_column(column(events, "batch_size"), 1, np.int32),
+        sub_type=column(events, "sub_type").to_numpy(zero_copy_only=False).reshape(n),
+        initial_position=column(events, "initial_position").to_numpy(zero_copy_only=False).reshape(n),
         msg_offsets=np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
-        msg_ledger=_ints(flat.field("ledger_id"), -1, np.int64),
-        msg_entry=_ints(flat.field("entry_id"), -1, np.int64),
-        msg_batch_size=_ints(flat.field("batch_size"), 0, np.int32),  # 0: not given (see PartitionState)
+        msg_ledger=int_column(flat.field("ledger_id"), -1, np.int64),
+        msg_entry=int_column(flat.field("entry_id"), -1, np.int64),
+        msg_batch_size=int_column(flat.field("batch_size"), 0, np.int32),  # 0: not given (see PartitionState)
         ackset_offsets=np.concatenate(([0], np.cumsum(set_counts))).astype(np.int64),
-        ackset_words=_ints(sets.flatten(), 0, np.int64),
-        row=_ints(_col(events, "_row"), -1, np.int64),
+        ackset_words=int_column(sets.flatten(), 0, np.int64),
+        row=int_column(column(events, "_row"), -1, np.int64),
         # the contract's defaults (validation fills them in already; a batch built without it,
         # by a test or a tool, gets the same), as the record path fills them
         **{
-            name: _col(events, name).to_numpy(zero_copy_only=False).reshape(n)
+            name: column(events, name).to_numpy(zero_copy_only=False).reshape(n)
             if dtype is object
-            else _ints(_col(events, name), default, dtype)
+            else int_column(column(events, name), default, dtype)
             for name, default, dtype in CONSUMER_COLUMNS
         },
         sends=send_columns(events),
     )
+
+
+def in_seq_order(events: pa.Table) -> pa.Table:
+    """``events`` by seq, and input order among equal seqs: the first is applied, a replay is
+    stale. Spark's cogroup sorts a group's rows only by its key, but they often arrive in order
+    already (one input split, or the splits fetched in file order); checking that costs two
+    column reads, where Arrow's sort and the take it makes were 3–4 % of the apply's time."""
+    seq, row = column(events, "seq"), column(events, "_row")
+    if seq.null_count == 0 and row.null_count == 0:
+        seqs, rows = seq.to_numpy(), row.to_numpy()
+        step = np.diff(seqs)
+        if (step >= 0).all() and ((step > 0) | (np.diff(rows) > 0)).all():
+            return events
+    return events.sort_by([("seq", "ascending"), ("_row", "ascending")])
 
 
 def state_from_arrow(topic: str, partition: int, state: pa.Table) -> tuple[PartitionState, dict[str, bytes]]:
@@ -212,11 +219,15 @@ class OutputRows:
                 chunks = [chunk for chunk in chunks if not isinstance(chunk, int) or chunk > 0]
                 if len(chunks) == 1 and isinstance(chunks[0], int):
                     arrays.append(_null_array(n, field.type, zeros))
-                elif len(chunks) > 1 and _FIXED_WIDTH.get(field.type) is not None:
+                    continue
+                merged = _merge_small(chunks)
+                if len(merged) == 1:
+                    arrays.append(_arrow(merged[0], field.type))
+                elif _FIXED_WIDTH.get(field.type) is not None:
                     arrays.append(_fixed_width(chunks, field.type, n))
                 else:
-                    parts = [_arrow(chunk, field.type) for chunk in _merge_small(chunks)]
-                    arrays.append(parts[0] if len(parts) == 1 else pa.concat_arrays(parts))
+                    parts = [_arrow(chunk, field.type) for chunk in merged]
+                    arrays.append(pa.concat_arrays(parts))
         return pa.Table.from_arrays(arrays, schema=OUTPUT_ARROW)
 
 
@@ -541,7 +552,7 @@ def _redelivery_rows(changes: Changes) -> _RedeliveryRows:
         all_ledgers[order],
         all_entries[order],
         column("consumer_id", attrgetter("consumer_id"))[order],
-        pa.array(names, type=pa.string()).take(pa.array(reason_codes[order])),
+        pa.array(np.asarray(names, dtype=object)[reason_codes[order]], type=pa.string()),
         column("requested_at", attrgetter("due"))[order],
         column("due_at", attrgetter("due"))[order],
         column("redelivery_count", attrgetter("counts"))[order],
@@ -767,8 +778,7 @@ def apply_partition(
     last_entry_before = dict(current.ledgers)  # ledger id -> last entry id
     first_retained = requested_trim(state)
     trimmed = current.trim_ledgers(first_retained) if first_retained is not None else TrimResult()
-    # seq order, and input order among equal seqs: the first is applied, a replay is stale
-    events = events.sort_by([("seq", "ascending"), ("_row", "ascending")])
+    events = in_seq_order(events)
     result = current.apply(events_to_batch(events), settings)
 
     out.add(

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from engine.events import SendColumns
 from schemas.udf import DELETE, LATE_RECEIPT, PRODUCER, RECEIPT, UPSERT
+from udfs.columns import column, int_column
 
 if TYPE_CHECKING:
     from engine import ApplyResult, PartitionState
@@ -24,15 +25,12 @@ if TYPE_CHECKING:
 def send_columns(events: pa.Table) -> SendColumns:
     """The producer fields of the events, columnar (absent numbers -1, ``num_messages`` 1)."""
 
-    def col(name: str) -> pa.Array:
-        return events.column(name).combine_chunks()
-
     def ints(name: str, fill: int, dtype: Any) -> np.ndarray:
-        return np.asarray(col(name).fill_null(fill).to_numpy(zero_copy_only=False), dtype=dtype)
+        return int_column(column(events, name), fill, dtype)
 
-    names = col("producer_name").dictionary_encode()
+    names = column(events, "producer_name").dictionary_encode()
     return SendColumns(
-        producer_code=np.asarray(names.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int32),
+        producer_code=int_column(names.indices, -1, np.int32),
         producer_names=names.dictionary.to_pylist(),
         sequence_id=ints("sequence_id", -1, np.int64),
         highest_sequence_id=ints("highest_sequence_id", -1, np.int64),
@@ -41,7 +39,9 @@ def send_columns(events: pa.Table) -> SendColumns:
         completed_at=ints("completed_at", -1, np.int64),
         chunk_id=ints("chunk_id", -1, np.int32),
         num_chunks_from_msg=ints("num_chunks_from_msg", -1, np.int32),
-        marker=np.asarray(col("marker").fill_null(False).to_numpy(zero_copy_only=False), dtype=bool),
+        marker=np.asarray(
+            column(events, "marker").fill_null(False).to_numpy(zero_copy_only=False), dtype=bool
+        ),
     )
 
 

@@ -19,12 +19,14 @@ from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
+import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from engine import Cursor, EngineSettings, EventBatch, MessageId, PartitionState, Position
 from engine.errors import EngineRefusal
+from engine.events import EVENT_TYPES, among, type_table
 from engine.subscription import Subscription
 from jobs.bench.generate import generate_records
 from tests.engine.conftest import make_ledgers
@@ -310,3 +312,19 @@ def test_staged_calls_are_the_calls_one_by_one(calls):
     assert refused_staged == refused_plain
     assert staged_cursor == plain
     assert staged_cursor.encode() == plain.encode()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    codes=st.lists(st.integers(-1, len(EVENT_TYPES) - 1), max_size=40),
+    types=st.sets(st.integers(0, len(EVENT_TYPES) - 1)),
+    ids=st.lists(st.integers(-3, 20), max_size=12, unique=True),
+    values=st.lists(st.integers(-3, 20), max_size=40),
+)
+def test_membership_tables_answer_as_isin(codes, types, ids, values):
+    """``type_table`` and ``among`` stand in for ``np.isin`` on type codes (-1: absent) and
+    consumer ids, below and above ``among``'s few-ids threshold."""
+    kinds = np.asarray(codes, dtype=np.int8)
+    assert np.array_equal(type_table(sorted(types))[kinds], np.isin(kinds, sorted(types)))
+    column = np.asarray(values, dtype=np.int64)
+    assert np.array_equal(among(column, ids), np.isin(column, np.asarray(ids, dtype=np.int64)))

@@ -1,0 +1,82 @@
+"""``udfs.columns.int_column`` reads integer buffers directly; it must give what Arrow's
+``fill_null`` gave, for every type, null pattern and slice offset, and ``apply_partition``'s
+order check must leave exactly the order Arrow's sort gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from udfs.apply import in_seq_order
+from udfs.columns import int_column
+
+_TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.bool_()]
+_TARGETS = [np.int8, np.int32, np.int64, np.bool_]
+
+
+def _expected(array: pa.Array, fill: int, dtype: type) -> np.ndarray:
+    return np.asarray(array.fill_null(fill).to_numpy(zero_copy_only=False), dtype=dtype)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    data=st.data(),
+    type_=st.sampled_from(_TYPES),
+    dtype=st.sampled_from(_TARGETS),
+    fill=st.sampled_from([-1, 0, 1]),
+    n=st.integers(0, 70),
+    cut=st.integers(0, 9),
+)
+def test_int_column_is_fill_null_then_numpy(data, type_, dtype, fill, n, cut):
+    if pa.types.is_boolean(type_):
+        values = data.draw(st.lists(st.one_of(st.none(), st.booleans()), min_size=n, max_size=n))
+        fill = bool(fill)  # Arrow fills a boolean column only with a boolean
+    else:
+        bound = 2 ** (type_.bit_width - 1)
+        ints = st.integers(-bound, bound - 1)
+        values = data.draw(st.lists(st.one_of(st.none(), ints), min_size=n, max_size=n))
+    array = pa.array(values, type=type_)
+    sliced = array.slice(min(cut, n))  # a non-zero offset into the buffers
+    for part in (array, sliced):
+        got = int_column(part, fill, dtype)
+        assert got.dtype == np.dtype(dtype)
+        assert np.array_equal(got, _expected(part, fill, dtype))
+
+
+def test_int_column_of_a_dictionary_index_and_a_list_length():
+    names = pa.array(["a", None, "b", "a", None]).dictionary_encode()
+    assert int_column(names.indices, -1, np.int32).tolist() == [0, -1, 1, 0, -1]
+    lengths = pa.compute.list_value_length(pa.array([[1], None, [], [2, 3]]))
+    assert int_column(lengths, 0, np.int64).tolist() == [1, 0, 0, 2]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    seqs=st.lists(st.integers(0, 6), min_size=0, max_size=30),
+    shuffle=st.booleans(),
+    chunks=st.integers(1, 3),
+    seed=st.integers(0, 2**16),
+)
+def test_seq_order_is_arrows_sort(seqs, shuffle, chunks, seed):
+    """Already in order (the common case) the table comes back as it is; otherwise sorted by
+    (seq, _row) exactly as ``sort_by`` sorts, equal seqs in input order."""
+    rows = list(range(len(seqs)))
+    if not shuffle:
+        seqs = sorted(seqs)
+    else:
+        rows = np.random.default_rng(seed).permutation(len(seqs)).tolist()
+    table = pa.table({"seq": pa.array(seqs, pa.int64()), "_row": pa.array(rows, pa.int64())})
+    step = max(1, len(seqs) // chunks)
+    table = pa.concat_tables([table.slice(i, step) for i in range(0, len(seqs), step)] or [table])
+    expected = table.sort_by([("seq", "ascending"), ("_row", "ascending")])
+    got = in_seq_order(table)
+    assert got.to_pydict() == expected.to_pydict()
+    if not shuffle:
+        assert got is table
+
+
+def test_seq_order_with_a_null_seq_is_arrows_sort():
+    table = pa.table({"seq": pa.array([1, None, 2], pa.int64()), "_row": pa.array([0, 1, 2], pa.int64())})
+    assert in_seq_order(table).to_pydict() == {"seq": [1, 2, None], "_row": [0, 2, 1]}

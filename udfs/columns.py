@@ -1,0 +1,47 @@
+"""Arrow columns of the grouped events as numpy arrays, shared by the apply UDF's adapters.
+
+A topic partition of a 1M-event batch has some 800 events and the apply converts about forty
+columns of it, most with nulls (a SEND's fields are null on every other event). Arrow's
+``fill_null`` is a compute-function call of about 15 us, three times the work it does on such
+a column, and it ran on every one: some 5 % of the apply UDF's time. ``int_column`` reads an
+integer column's buffers directly instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+_INTEGER_TYPES = {
+    pa.int8(): np.int8,
+    pa.int16(): np.int16,
+    pa.int32(): np.int32,
+    pa.int64(): np.int64,
+}
+
+
+def column(table: pa.Table, name: str) -> pa.Array:
+    """One column of ``table`` as a single array."""
+    return table.column(name).combine_chunks()
+
+
+def int_column(array: pa.Array, fill: int, dtype: Any) -> np.ndarray:
+    """``array`` as a numpy ``dtype`` array, each null replaced by ``fill``.
+
+    The same values as ``array.fill_null(fill).to_numpy()`` cast to ``dtype``: an integer
+    array's values buffer and validity bitmap are read as they are, and any other type (a
+    boolean's bit-packed values, a null-typed array with no buffers) goes through Arrow.
+    """
+    n = len(array)
+    if array.null_count == 0:
+        return np.asarray(array.to_numpy(zero_copy_only=False), dtype=dtype)
+    source = _INTEGER_TYPES.get(array.type)
+    buffers = array.buffers()
+    if source is None or len(buffers) != 2 or buffers[0] is None or buffers[1] is None:
+        return np.asarray(array.fill_null(fill).to_numpy(zero_copy_only=False), dtype=dtype)
+    offset = array.offset
+    values = np.frombuffer(buffers[1], dtype=source, count=offset + n)[offset:]
+    bits = np.unpackbits(np.frombuffer(buffers[0], dtype=np.uint8), count=offset + n, bitorder="little")
+    return np.where(bits[offset:].view(bool), values, fill).astype(dtype, copy=False)
