@@ -23,8 +23,10 @@ _INTEGER_TYPES = {
 
 
 def column(table: pa.Table, name: str) -> pa.Array:
-    """One column of ``table`` as a single array."""
-    return table.column(name).combine_chunks()
+    """One column of ``table`` as a single array (most groups arrive as one Arrow batch, whose
+    column needs no concatenation)."""
+    chunked = table.column(name)
+    return chunked.chunk(0) if chunked.num_chunks == 1 else chunked.combine_chunks()
 
 
 def int_column(array: pa.Array, fill: int, dtype: Any) -> np.ndarray:

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import Cursor, EngineSettings, EventBatch, Ledgers, PartitionState, Position
+from engine import Cursor, EngineSettings, EventBatch, Ledgers, MessageId, PartitionState, Position
 from engine.subscription import REDELIVER, Changes, Consumer, Subscription, SubscriptionSettings
 from jobs.bench.generate import MALFORMED_KEY, iter_events
 from schemas.events import EVENT_ARROW_SCHEMA
@@ -36,7 +36,15 @@ from schemas.udf import (
     STATE_INPUT,
     UPSERT,
 )
-from udfs.apply import OUTPUT_ARROW, OutputRows, Repeated, apply_partition, emit_subscription_changes
+from tests.engine.conftest import make_ledgers
+from udfs.apply import (
+    OUTPUT_ARROW,
+    OutputRows,
+    Repeated,
+    apply_partition,
+    emit_range_changes,
+    emit_subscription_changes,
+)
 from udfs.trim import trim_partition
 
 EVENTS_ARROW = pa.schema([*EVENT_ARROW_SCHEMA, pa.field("_row", pa.int64())])
@@ -557,3 +565,30 @@ def test_values_the_fast_paths_do_not_take_convert_as_arrow_converts_them():
         overflowing.add(PENDING, "upsert", 1, redelivery_count=[2**31])
         overflowing.add(PENDING, "upsert", 1, redelivery_count=[1])
         overflowing.table()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    first=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 40)), max_size=60),
+    then=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 40)), max_size=60),
+    before_exists=st.booleans(),
+)
+def test_range_changes_as_rows_are_the_range_changes_as_columns(first, then, before_exists):
+    """A few ranges are compared as Python tuples, many as sorted key columns: the same upserts
+    and deletes, in the same order, for cursors that gain, lose (a mark-delete moving past them)
+    and split ranges."""
+    ledgers = make_ledgers(41, 41, 41)
+    lac = Position(12, 40)
+
+    def acked(cursor: Cursor, positions: list[tuple[int, int]]) -> Cursor:
+        cursor.ack([MessageId(Position(10 + lid, eid)) for lid, eid in positions], ledgers, lac, False)
+        return cursor
+
+    before = acked(Cursor("Shared"), first) if before_exists else None
+    after = acked(copy.deepcopy(before) if before is not None else Cursor("Shared"), then)
+    tables = []
+    for rows_up_to in (10**9, -1):
+        out = OutputRows("persistent://t/ns/x", -1)
+        emit_range_changes(out, "s", before, after, rows_up_to=rows_up_to)
+        tables.append(out.table())
+    assert tables[0].equals(tables[1])
