@@ -9,9 +9,9 @@ ranges costs only its changed ranges per batch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import compress, repeat
-from operator import attrgetter, is_not
+from operator import attrgetter, is_not, itemgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -64,11 +64,17 @@ OUTPUT_ARROW = to_arrow_schema(APPLY_OUTPUT)
 
 
 # ---- Arrow -> engine ------------------------------------------------------------------
+# the code of a type name is its index in these (built once: a value set per call was a
+# conversion of the list and a hash table each time)
+_TYPE_LOOKUP = pc.SetLookupOptions(value_set=pa.array(EVENT_TYPES))
+_ACK_TYPE_LOOKUP = pc.SetLookupOptions(value_set=pa.array(list(ACK_TYPE_CODE)))
+
+
 def events_to_batch(events: pa.Table) -> EventBatch:
     """Columnar conversion: message ids and their ack_set words are flattened, not looped."""
     n = events.num_rows
-    type_code = pc.index_in(column(events, "type"), value_set=pa.array(EVENT_TYPES))
-    ack_code = pc.index_in(column(events, "ack_type"), value_set=pa.array(list(ACK_TYPE_CODE)))
+    type_code = pc.index_in(column(events, "type"), options=_TYPE_LOOKUP)
+    ack_code = pc.index_in(column(events, "ack_type"), options=_ACK_TYPE_LOOKUP)
     subs = column(events, "subscription").dictionary_encode()
     ids = column(events, "message_ids")
     counts = int_column(pc.list_value_length(ids), 0, np.int64)
@@ -128,18 +134,38 @@ def state_from_arrow(topic: str, partition: int, state: pa.Table) -> tuple[Parti
     """
     result = PartitionState(topic, partition)
     encoded: dict[str, bytes] = {}
-    for row in state.to_pylist():
-        if row["kind"] == PARTITION:
-            result.ledgers = Ledgers.decode(row["state"])
-            result.last_seq = row["last_seq"] if row["last_seq"] is not None else -1
-            result.last_event_time = row["last_event_time"] or 0
-            result.producers = Producers.decode(row.get("producers_state"))
+    if state.num_rows == 0:
+        return result, encoded
+    # column by column: a row dictionary each cost more than the few columns a row needs
+    kinds = state.column("kind").to_pylist()
+    states = state.column("state").to_pylist()
+    names = state.column("subscription").to_pylist()
+    subscription_states = _optional_column(state, "subscription_state")
+    for i, kind in enumerate(kinds):
+        if kind == PARTITION:
+            last_seq, last_event_time = (
+                state.column("last_seq")[i].as_py(),
+                state.column("last_event_time")[i].as_py(),
+            )
+            result.ledgers = Ledgers.decode(states[i])
+            result.last_seq = last_seq if last_seq is not None else -1
+            result.last_event_time = last_event_time or 0
+            result.producers = Producers.decode(_optional_column(state, "producers_state")[i])
         else:
-            encoded[row["subscription"]] = row["state"]
-            result.cursors[row["subscription"]] = Cursor.decode(row["state"])
-            if row.get("subscription_state"):
-                result.subscriptions[row["subscription"]] = Subscription.decode(row["subscription_state"])
+            name = names[i]
+            encoded[name] = states[i]
+            result.cursors[name] = Cursor.decode(states[i])
+            if subscription_states[i]:
+                result.subscriptions[name] = Subscription.decode(subscription_states[i])
     return result, encoded
+
+
+def _optional_column(state: pa.Table, name: str) -> list[Any]:
+    """A ``STATE_INPUT`` column as Python values, all None where the table lacks it (state
+    tables written before the column existed)."""
+    if name in state.column_names:
+        return state.column(name).to_pylist()
+    return [None] * state.num_rows
 
 
 FIRST_RETAINED = "first_retained_ledger"
@@ -542,26 +568,30 @@ def _split_taken(
 
 
 class _RedeliveryRows(NamedTuple):
-    """The changed replay rows as columns, upserts and deletes each in position order."""
+    """The changed replay rows as columns (numpy or Arrow arrays, or Python lists for a few
+    rows), upserts and deletes each in position order."""
 
-    ledgers: np.ndarray
-    entries: np.ndarray
-    consumer_id: np.ndarray
-    reason: pa.Array
-    requested_at: np.ndarray
-    due_at: np.ndarray
-    redelivery_count: np.ndarray
-    dead_letter: np.ndarray
-    delivered_at: pa.Array
-    gone_ledgers: np.ndarray
-    gone_entries: np.ndarray
+    ledgers: Sequence[int]
+    entries: Sequence[int]
+    consumer_id: Sequence[int]
+    reason: Sequence[str] | pa.Array
+    requested_at: Sequence[int]
+    due_at: Sequence[int]
+    redelivery_count: Sequence[int]
+    dead_letter: Sequence[bool]
+    delivered_at: Sequence[int | None] | pa.Array
+    gone_ledgers: Sequence[int]
+    gone_entries: Sequence[int]
 
 
 def _redelivery_rows(changes: Changes) -> _RedeliveryRows:
     """``changes.redeliveries`` (a ``Redelivery`` or None per position) and the redeliver-alls
     still held as columns (``changes.bulk``, later than the former for their positions) as one
     set of columns: a redeliver-all's million rows are concatenated and sorted, never a Python
-    object each."""
+    object each. A few rows and no redeliver-all, as most subscriptions of a batch have, are
+    sorted as Python objects: the columns' numpy calls cost more than the rows."""
+    if not changes.bulk and len(changes.redeliveries) <= _SMALL:
+        return _few_redelivery_rows(changes)
     rows: list[Redelivery | None] = list(changes.redeliveries.values())
     ledgers, entries = position_columns(list(changes.redeliveries))
     blocks = changes.bulk
@@ -620,6 +650,26 @@ def _redelivery_rows(changes: Changes) -> _RedeliveryRows:
         pa.array(delivered_at[order], mask=undelivered[order], type=pa.int64()),
         ledgers[~is_kept][gone],
         entries[~is_kept][gone],
+    )
+
+
+def _few_redelivery_rows(changes: Changes) -> _RedeliveryRows:
+    """``_redelivery_rows`` of a few changed replays and no redeliver-all, as Python lists."""
+    by_position = sorted(changes.redeliveries.items(), key=itemgetter(0))
+    kept = [(pos, row) for pos, row in by_position if row is not None]
+    gone = [pos for pos, row in by_position if row is None]
+    return _RedeliveryRows(
+        [pos.ledger_id for pos, _ in kept],
+        [pos.entry_id for pos, _ in kept],
+        [row.consumer_id for _, row in kept],
+        [row.reason for _, row in kept],
+        [row.requested_at for _, row in kept],
+        [row.due_at for _, row in kept],
+        [row.redelivery_count for _, row in kept],
+        [bool(row.dead_letter) for _, row in kept],
+        [row.delivered_at for _, row in kept],
+        [pos.ledger_id for pos in gone],
+        [pos.entry_id for pos in gone],
     )
 
 
@@ -710,7 +760,7 @@ def _emit_redelivery_changes(out: OutputRows, name: str, changes: Changes) -> No
     on the bench's mix), and the caller skips those: building the empty columns took about
     0.1 ms each, some 6 % of the apply UDF's CPU time there."""
     replays = _redelivery_rows(changes)
-    n = replays.ledgers.size
+    n = len(replays.ledgers)
     if n:
         out.add(
             REDELIVERY,
@@ -727,7 +777,7 @@ def _emit_redelivery_changes(out: OutputRows, name: str, changes: Changes) -> No
             dead_letter=replays.dead_letter,
             delivered_at=replays.delivered_at,
         )
-    n = replays.gone_ledgers.size
+    n = len(replays.gone_ledgers)
     if n:
         out.add(
             REDELIVERY,
