@@ -528,6 +528,20 @@ class PartitionState:
         """
         if members.size == 0:
             return
+        if np.count_nonzero(individual) <= _LONG_RUN:
+            # no run can be long: one ordered segment (most subscriptions of a batch of many,
+            # where the run arithmetic below was a dozen numpy calls for nothing)
+            self._ordered_segment(
+                name,
+                members.tolist(),
+                lac_at.positions(members),
+                clock[members].tolist(),
+                batch,
+                cols,
+                settings,
+                result,
+            )
+            return
         # runs of equal "is an individual ack"; the long ack runs are the segments cut out
         changes = np.flatnonzero(np.diff(individual.astype(np.int8))) + 1
         starts = np.concatenate(([0], changes))

@@ -205,9 +205,9 @@ class OutputRows:
     def __init__(self, topic: str, partition: int) -> None:
         self.topic, self.partition = topic, partition
         self.columns: dict[str, list[list[Any] | np.ndarray | pa.Array | Repeated | int]] = {
-            f.name: [] for f in OUTPUT_ARROW
+            name: [] for name in _OUTPUT_NAMES
         }
-        self.filled: dict[str, int] = {f.name: 0 for f in OUTPUT_ARROW}  # rows each column covers
+        self.filled: dict[str, int] = dict.fromkeys(_OUTPUT_NAMES, 0)  # rows each column covers
         self.size = 0
 
     def add(
@@ -240,24 +240,23 @@ class OutputRows:
         # zeroed buffer each was most of this function's time, in the kernel
         zeros = pa.py_buffer(np.zeros((n + 1) * 8, dtype=np.uint8))
         arrays = []
-        for field in OUTPUT_ARROW:
-            if field.name == "topic":
-                arrays.append(_arrow(Repeated(self.topic, n), field.type))
-            elif field.name == "partition":
-                arrays.append(_arrow(Repeated(self.partition, n), field.type))
+        for name, type_, fixed in _OUTPUT_FIELDS:
+            if name == "topic":
+                arrays.append(_arrow(Repeated(self.topic, n), type_))
+            elif name == "partition":
+                arrays.append(_arrow(Repeated(self.partition, n), type_))
+            elif not self.filled[name]:  # no rows of a kind that fills it
+                arrays.append(_null_array(n, type_, zeros))
             else:
-                chunks = [*self.columns[field.name], n - self.filled[field.name]]
+                chunks = [*self.columns[name], n - self.filled[name]]
                 chunks = [chunk for chunk in chunks if not isinstance(chunk, int) or chunk > 0]
-                if len(chunks) == 1 and isinstance(chunks[0], int):
-                    arrays.append(_null_array(n, field.type, zeros))
-                    continue
                 merged = _merge_small(chunks)
                 if len(merged) == 1:
-                    arrays.append(_arrow(merged[0], field.type))
-                elif _FIXED_WIDTH.get(field.type) is not None:
-                    arrays.append(_fixed_width(chunks, field.type, n))
+                    arrays.append(_arrow(merged[0], type_))
+                elif fixed:
+                    arrays.append(_fixed_width(chunks, type_, n))
                 else:
-                    parts = [_arrow(chunk, field.type) for chunk in merged]
+                    parts = [_arrow(chunk, type_) for chunk in merged]
                     arrays.append(pa.concat_arrays(parts))
         return pa.Table.from_arrays(arrays, schema=OUTPUT_ARROW)
 
@@ -300,6 +299,10 @@ def _merge_small(chunks: list[Any]) -> list[Any]:
 
 # the Arrow types a column is assembled for in one numpy array (``_fixed_width``)
 _FIXED_WIDTH = {pa.int64(): np.int64, pa.int32(): np.int32, pa.bool_(): np.bool_}
+# (name, type, assembled in numpy) of each output column, read once: a schema's fields, names
+# and types are new Python objects at each access, 69 of each per partition
+_OUTPUT_FIELDS = tuple((f.name, f.type, f.type in _FIXED_WIDTH) for f in OUTPUT_ARROW)
+_OUTPUT_NAMES = tuple(name for name, _, _ in _OUTPUT_FIELDS)
 
 
 def _null_array(n: int, type_: pa.DataType, zeros: pa.Buffer) -> pa.Array:
