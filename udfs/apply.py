@@ -421,30 +421,18 @@ def emit_range_changes(
     old_rows, new_rows = _run_rows(old_runs), _run_rows(new_runs)
     old_upper = {(ledger, lower): upper for ledger, lower, upper in old_rows}
     upserts = [row for row in new_rows if old_upper.get(row[:2]) != row[2]]
-    if upserts:
-        n = len(upserts)
-        out.add(
-            RANGE,
-            UPSERT,
-            n,
-            subscription=Repeated(sub, n),
-            ledger_id=[ledger for ledger, _, _ in upserts],
-            lower_entry_id=[lower for _, lower, _ in upserts],
-            upper_entry_id=[upper for _, _, upper in upserts],
-            entries=[upper - lower for _, lower, upper in upserts],
-        )
     new_keys = {(ledger, lower) for ledger, lower, _ in new_rows}
     gone = [(ledger, lower) for ledger, lower, _ in old_rows if (ledger, lower) not in new_keys]
-    if gone:
-        n = len(gone)
-        out.add(
-            RANGE,
-            DELETE,
-            n,
-            subscription=Repeated(sub, n),
-            ledger_id=[ledger for ledger, _ in gone],
-            lower_entry_id=[lower for _, lower in gone],
-        )
+    _add_ranges(
+        out,
+        sub,
+        [ledger for ledger, _, _ in upserts],
+        [lower for _, lower, _ in upserts],
+        [upper for _, _, upper in upserts],
+        [upper - lower for _, lower, upper in upserts],
+        [ledger for ledger, _ in gone],
+        [lower for _, lower in gone],
+    )
 
 
 def _emit_range_column_changes(out: OutputRows, sub: str, old_runs: _Runs, new_runs: _Runs) -> None:
@@ -460,30 +448,38 @@ def _emit_range_column_changes(out: OutputRows, sub: str, old_runs: _Runs, new_r
         unchanged = np.zeros(new_k.size, bool)
     back = np.minimum(np.searchsorted(new_k, old_k), max(new_k.size - 1, 0))
     kept = (new_k[back] == old_k) if new_k.size else np.zeros(old_k.size, bool)
-    changed = ~unchanged
-    n = int(changed.sum())
+    changed, gone = ~unchanged, ~kept
+    lower, upper = new_lo[changed], new_up[changed]
+    _add_ranges(out, sub, new_l[changed], lower, upper, upper - lower, old_l[gone], old_lo[gone])
+
+
+def _add_ranges(
+    out: OutputRows,
+    sub: str,
+    ledger: Sequence[int],
+    lower: Sequence[int],
+    upper: Sequence[int],
+    entries: Sequence[int],
+    gone_ledger: Sequence[int],
+    gone_lower: Sequence[int],
+) -> None:
+    """The ``ack_ranges`` upserts (new or changed runs) and deletes (runs gone, by key)."""
+    n = len(ledger)
     if n:
-        lower, upper = new_lo[changed], new_up[changed]
         out.add(
             RANGE,
             UPSERT,
             n,
             subscription=Repeated(sub, n),
-            ledger_id=new_l[changed],
+            ledger_id=ledger,
             lower_entry_id=lower,
             upper_entry_id=upper,
-            entries=upper - lower,
+            entries=entries,
         )
-    gone = ~kept
-    n = int(gone.sum())
+    n = len(gone_ledger)
     if n:
         out.add(
-            RANGE,
-            DELETE,
-            n,
-            subscription=Repeated(sub, n),
-            ledger_id=old_l[gone],
-            lower_entry_id=old_lo[gone],
+            RANGE, DELETE, n, subscription=Repeated(sub, n), ledger_id=gone_ledger, lower_entry_id=gone_lower
         )
 
 
