@@ -114,9 +114,9 @@ def events_to_batch(events: pa.Table) -> EventBatch:
 
 def in_seq_order(events: pa.Table) -> pa.Table:
     """``events`` by seq, and input order among equal seqs: the first is applied, a replay is
-    stale. Spark's cogroup sorts a group's rows only by its key, but they often arrive in order
-    already (one input split, or the splits fetched in file order); checking that costs two
-    column reads, where Arrow's sort and the take it makes were 3–4 % of the apply's time."""
+    stale. Spark's cogroup sorts a group's rows only by its key; they are in seq order already
+    when the input splits holding them were read in file order. Checking that costs two column
+    reads, where Arrow's sort and the take it makes were 3–4 % of the apply's time."""
     seq, row = column(events, "seq"), column(events, "_row")
     if seq.null_count == 0 and row.null_count == 0:
         seqs, rows = seq.to_numpy(), row.to_numpy()
