@@ -528,36 +528,13 @@ class PartitionState:
         """
         if members.size == 0:
             return
-        if np.count_nonzero(individual) <= _LONG_RUN:
-            # no run can be long: one ordered segment (most subscriptions of a batch of many,
-            # where the run arithmetic below was a dozen numpy calls for nothing)
-            self._ordered_segment(
-                name,
-                members.tolist(),
-                lac_at.positions(members),
-                clock[members].tolist(),
-                batch,
-                cols,
-                settings,
-                result,
-            )
-            return
-        # runs of equal "is an individual ack"; the long ack runs are the segments cut out
-        changes = np.flatnonzero(np.diff(individual.astype(np.int8))) + 1
-        starts = np.concatenate(([0], changes))
-        ends = np.concatenate((changes, [members.size]))
-        long_run = individual[starts] & (ends - starts > _LONG_RUN)
-        is_ack_run = np.zeros(members.size, dtype=bool)
-        is_ack_run[starts[long_run]] = True
-        cuts = np.unique(np.concatenate((starts[long_run], ends[long_run])))
-        cuts = cuts[(cuts > 0) & (cuts < members.size)].tolist()
-        is_ack_run = is_ack_run.tolist()
+        cuts, ack_runs = _long_ack_runs(individual)
         events = members.tolist()
         lacs = lac_at.positions(members)
         clocks = clock[members].tolist()
         for lo, hi in zip([0, *cuts], [*cuts, len(events)], strict=True):
             seg, seg_lacs, seg_clocks = events[lo:hi], lacs[lo:hi], clocks[lo:hi]
-            if is_ack_run[lo]:
+            if lo in ack_runs:
                 self._individual_ack_segment(
                     name, seg, seg_lacs, seg_clocks, batch, cols, settings, lac_at, result
                 )
@@ -1214,6 +1191,23 @@ _SMALL_RUN = 8  # individual-ack events below which a run is applied call by cal
 _IS_STRUCTURAL = type_table((SUBSCRIBE, CLOSE_CONSUMER, UNSUBSCRIBE, CREATE_SUBSCRIPTION))
 _LONG_RUN = 64  # individual-ack events above which a run is applied as arrays
 _MIN_EPOCH = 64  # events an epoch needs for its inert commands to be looked for
+
+
+def _long_ack_runs(individual: np.ndarray) -> tuple[list[int], set[int]]:
+    """Where ``_apply_events`` cuts its events (``individual``: which are individual acks), and
+    which pieces start a run of more than ``_LONG_RUN`` individual acks.
+
+    With no more individual acks than that in all, no run can be long: one piece, without the
+    run arithmetic (a dozen numpy calls, for most subscriptions of a batch of many)."""
+    if np.count_nonzero(individual) <= _LONG_RUN:
+        return [], set()
+    # runs of equal "is an individual ack"; the long ack runs are the pieces cut out
+    changes = np.flatnonzero(np.diff(individual.astype(np.int8))) + 1
+    starts = np.concatenate(([0], changes))
+    ends = np.concatenate((changes, [individual.size]))
+    long_run = individual[starts] & (ends - starts > _LONG_RUN)
+    cuts = np.unique(np.concatenate((starts[long_run], ends[long_run])))
+    return cuts[(cuts > 0) & (cuts < individual.size)].tolist(), set(starts[long_run].tolist())
 
 
 def _epochs(kinds: np.ndarray, implicit_consumers: bool) -> list[tuple[int, int, bool]]:
