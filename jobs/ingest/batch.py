@@ -75,6 +75,7 @@ from jobs.platform.tables import (
     local_copy_and_rows,
     local_frame,
     read_table,
+    release,
 )
 from schemas.tables import REJECTED_EVENT_COLUMNS, TABLES
 from schemas.udf import APPLY_EVENT_COLUMNS, APPLY_OUTPUT, CURSOR, PARTITION, STATE_INPUT
@@ -302,7 +303,7 @@ class BatchWriter:
             valid_records,
         )
 
-        classified: DataFrame | None = None  # cached, for a batch spread over partitions
+        checkpoints: list[DataFrame] = []  # this batch's own, freed at its end (``release``)
         try:
             if self._single_partition:
                 # the rows themselves, in one job, in the driver and in the plan: every later
@@ -313,8 +314,12 @@ class BatchWriter:
                 marked, marked_rows = local_copy_and_rows(spark, marked, marked.schema)
                 touched, rejections = input_summary_of_rows(marked_rows)
             else:  # parsed and checked once: the valid and the rejected rows read them
-                classified = classify(raw).persist()
+                # Checkpointed rows, not Spark's cache: the cache encodes every column into
+                # compressed column batches and decodes them on each read, 3 s of CPU per
+                # million records more than copying the rows (README, "Benchmarks").
+                classified = classify(raw).localCheckpoint(eager=True)
                 duplicates = duplicate_keys(classified).localCheckpoint(eager=True)
+                checkpoints += [classified, duplicates]
                 marked = mark_duplicates(classified, duplicates)
                 touched, rejections = input_summary(marked)
             # the rejected records (and their details) are planned only when there are some
@@ -335,6 +340,7 @@ class BatchWriter:
                 base = spark.createDataFrame(base_rows, STATE_INPUT)
             else:
                 base = self._state_rows(spark, versions, touched, touched_keys, warm=not pinned)
+                checkpoints.append(base)
             trims = self._trim_requests(spark, versions, touched_keys)
             state = base if trims is None else with_trim_requests(base, trims)
             if self._single_partition:  # in the plan, with its size known (SINGLE_PARTITION)
@@ -360,6 +366,7 @@ class BatchWriter:
                 out, counts = out.coalesce(1), counts_of_rows(rows)
             else:
                 out = out.localCheckpoint(eager=True)
+                checkpoints.append(out)
                 counts = None
             self._phases.done("apply")
             keep = None
@@ -374,8 +381,8 @@ class BatchWriter:
                 spark, valid, marked, out, batch_id, tag, input_rows, started, keep, rejections, counts
             )
         finally:
-            if classified is not None:
-                classified.unpersist()
+            for frame in checkpoints:
+                release(frame)
         progress.record(figures)
 
     def _state_rows(

@@ -47,9 +47,9 @@ first JSON value of a line; such records are not rejected. Unknown fields are ig
 contract only ever adds fields).
 
 Both outputs derive from one plan. A caller that materialises both (the ingest job does)
-computes the parse and the rules more than once unless it persists them:
-``classified = classify(raw).persist()``, ``dups = duplicate_keys(classified)`` (small;
-checkpoint it), then ``split(mark_duplicates(classified, dups))``. Rows in one partition are
+computes the parse and the rules more than once unless it materialises them:
+``classified = classify(raw).localCheckpoint(eager=True)``, ``dups = duplicate_keys(classified)``
+(small; checkpoint it), then ``split(mark_duplicates(classified, dups))``. Rows in one partition are
 marked in classify's own job instead: ``mark_duplicates_in_partition(classify(raw.coalesce(1)))``.
 A caller that knows it has no rejected row (the ingest job counts the reasons first) takes
 `valid_records` alone, and never plans the details.

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from jobs.ingest.projections import PROJECTION, state_input
 from jobs.ingest.recovery import STATE_TABLES
 from jobs.platform.columns import built_once
+from jobs.platform.tables import release
 from schemas.udf import CURSOR, DELETE, PARTITION, STATE_INPUT
 
 if TYPE_CHECKING:
@@ -76,6 +77,13 @@ class WarmState:
         self._kept: _Kept | None = None
         self.hits = 0
         """Batches that took their state from here (the tests read it)."""
+
+    def _replace(self, kept: _Kept | None) -> None:
+        """Keep ``kept`` (None: nothing) in place of the rows kept so far, and free those if
+        they are checkpointed in Spark (``release``): nothing reads them any more."""
+        before, self._kept = self._kept, kept
+        if before is not None and not _in_driver(before.rows):
+            release(before.rows)
 
     def _current(self, versions: Mapping[str, int]) -> _Kept | None:
         """The kept rows if both state tables are still at the versions they equal."""
@@ -123,7 +131,7 @@ class WarmState:
                 taken = state_table(semi.toArrow()) if in_driver else semi.localCheckpoint(eager=True)
             except Py4JJavaError as exc:
                 log.warning("the state kept from the last batch is lost, reading it: %s", _first_line(exc))
-                self._kept = None
+                self._replace(None)
                 return None
         self.hits += 1
         return taken
@@ -135,7 +143,7 @@ class WarmState:
             return False
         if self._kept is not None:
             log.debug("state tables at %s, not %s: another writer; next batch reads", latest, expected)
-        self._kept = None
+        self._replace(None)
         return True
 
     def keep_table(
@@ -173,7 +181,7 @@ class WarmState:
             elif before is not None:
                 others = of_partitions(before, partitions, keep=False)
                 rows, partitions = concat_state([others, rows]), previous.partitions | partitions
-        self._kept = _Kept(overlay_table(rows, changes), partitions, dict(expected))
+        self._replace(_Kept(overlay_table(rows, changes), partitions, dict(expected)))
 
     def keep(
         self,
@@ -219,9 +227,9 @@ class WarmState:
             rows = rows.localCheckpoint(eager=True)
         except Py4JJavaError as exc:  # the rows kept before are gone: keep nothing
             log.warning("the state kept from the last batch is lost: %s", _first_line(exc))
-            self._kept = None
+            self._replace(None)
             return
-        self._kept = _Kept(rows, partitions, dict(expected))
+        self._replace(_Kept(rows, partitions, dict(expected)))
 
 
 def changed_state(out: DataFrame, lineage: list[Column]) -> DataFrame:

@@ -202,6 +202,20 @@ def local_copy_and_rows(
     return spark.createDataFrame(rows, schema), rows
 
 
+def release(frame: DataFrame) -> None:
+    """Free the blocks that hold ``frame``'s rows if ``localCheckpoint`` made it; else nothing.
+
+    A persisted frame is freed by ``unpersist``. A locally checkpointed one is freed only once
+    the driver's garbage collector finds its RDD unreachable, which Spark forces every 30
+    minutes (``spark.cleaner.periodicGC.interval``). Until then the checkpoints of every
+    micro-batch, a million input rows each, stay in the block manager, which spills the older
+    ones to disk to make room. Not blocking: the blocks are removed in the background.
+    """
+    plan = frame._jdf.queryExecution().analyzed()  # type: ignore[attr-defined]
+    if plan.nodeName() == "LogicalRDD":
+        plan.rdd().unpersist(False)
+
+
 def _nested_nullable(data_type: T.DataType) -> T.DataType:
     """``data_type`` with every field, element and value inside it nullable."""
     if isinstance(data_type, T.StructType):

@@ -1,14 +1,15 @@
-"""``holds_no_rows``: a table known empty at a version without a Spark job, and only then."""
+"""``holds_no_rows``: a table known empty at a version without a Spark job, and only then;
+``release``: a checkpoint's blocks freed, and nothing else."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
-from jobs.platform.tables import ensure_tables, holds_no_rows, latest_version, table_path
-from tests.jobs.warehouse import append_rows, commit_actions
+from jobs.platform.tables import ensure_tables, holds_no_rows, latest_version, release, table_path
+from tests.jobs.warehouse import append_rows, cached_rdds_when, commit_actions
 
 pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
 
@@ -98,3 +99,23 @@ def test_tables_are_checkpointed_every_hundred_commits(spark: SparkSession, tmp_
         append_rows(spark, warehouse, "ledger_trims", [ROW])
     assert latest_version(spark, warehouse, "ledger_trims") == 10
     assert not list(log_dir.glob("*.checkpoint*.parquet"))  # Delta's default would write one here
+
+
+def _checkpointed_rdd(frame: DataFrame) -> int:
+    return frame._jdf.queryExecution().analyzed().rdd().id()  # type: ignore[attr-defined]
+
+
+def test_release_frees_a_checkpoints_blocks_and_nothing_else(spark: SparkSession) -> None:
+    freed = spark.range(1000).selectExpr("id * 2 AS y").localCheckpoint(eager=True)
+    kept = spark.range(1000).localCheckpoint(eager=True)
+    cached = spark.range(100).selectExpr("id + 1 AS z").persist()
+    assert cached.count() == 100
+    before = cached_rdds_when(spark, lambda _: True)
+    assert {_checkpointed_rdd(freed), _checkpointed_rdd(kept)} <= before
+
+    for frame in (freed, cached, spark.range(3)):  # a cached frame and a plain one: no-ops
+        release(frame)
+    after = cached_rdds_when(spark, lambda cached: _checkpointed_rdd(freed) not in cached)
+    assert after == before - {_checkpointed_rdd(freed)}
+    assert kept.count() == 1000 and cached.count() == 100
+    cached.unpersist()
