@@ -314,9 +314,9 @@ class BatchWriter:
                 marked, marked_rows = local_copy_and_rows(spark, marked, marked.schema)
                 touched, rejections = input_summary_of_rows(marked_rows)
             else:  # parsed and checked once: the valid and the rejected rows read them
-                # Checkpointed rows, not Spark's cache: the cache encodes every column into
-                # compressed column batches and decodes them on each read, 3 s of CPU per
-                # million records more than copying the rows (README, "Benchmarks").
+                # Checkpointed rows, not Spark's cache: the cache encodes the rows into column
+                # batches and decodes them on each read, 3-5 s of CPU per million records more
+                # than copying the rows (README, "Benchmarks").
                 classified = classify(raw).localCheckpoint(eager=True)
                 duplicates = duplicate_keys(classified).localCheckpoint(eager=True)
                 checkpoints += [classified, duplicates]
