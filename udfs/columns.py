@@ -4,7 +4,8 @@ A topic partition of a 1M-event batch has some 800 events and the apply converts
 columns of it, most with nulls (a SEND's fields are null on every other event). Arrow's
 ``fill_null`` is a compute-function call of about 15 us, three times the work it does on such
 a column, and it ran on every one: some 5 % of the apply UDF's time. ``int_column`` reads an
-integer column's buffers directly instead.
+integer column's buffers directly instead. ``unpacked_events`` gives the UDF those columns from
+the one struct column the cogroup sends them in.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
+from schemas.udf import PACKED_EVENTS
 
 _INTEGER_TYPES = {
     pa.int8(): np.int8,
@@ -47,3 +50,15 @@ def int_column(array: pa.Array, fill: int, dtype: Any) -> np.ndarray:
     values = np.frombuffer(buffers[1], dtype=source, count=offset + n)[offset:]
     bits = np.unpackbits(np.frombuffer(buffers[0], dtype=np.uint8), count=offset + n, bitorder="little")
     return np.where(bits[offset:].view(bool), values, fill).astype(dtype, copy=False)
+
+
+def unpacked_events(events: pa.Table) -> pa.Table:
+    """The cogroup's event side (the key columns and ``schemas.udf.PACKED_EVENTS``) as the flat
+    table of ``APPLY_EVENT_COLUMNS`` that ``udfs.apply.apply_partition`` reads. No copy: each
+    field of the struct is a column. ``flatten``, not ``RecordBatch.from_struct_array``: in
+    pyarrow 22 the latter returns a sliced struct's whole fields when the slice starts at 0."""
+    packed = events.column(PACKED_EVENTS)
+    schema = pa.schema(list(packed.type))
+    return pa.Table.from_batches(
+        [pa.RecordBatch.from_arrays(chunk.flatten(), schema=schema) for chunk in packed.chunks], schema
+    )

@@ -64,7 +64,7 @@ from jobs.ingest.projections import (
 from jobs.ingest.recovery import NOTHING_WRITTEN, STATE_TABLES, Recovery, read_tag, read_versions, recover
 from jobs.ingest.warm import PartitionKey, WarmState, state_changes, state_table
 from jobs.platform import progress
-from jobs.platform.columns import select_named
+from jobs.platform.columns import built_once, named
 from jobs.platform.delta_writer import DeltaWriter
 from jobs.platform.session import session_settings
 from jobs.platform.tables import (
@@ -78,11 +78,11 @@ from jobs.platform.tables import (
     release,
 )
 from schemas.tables import REJECTED_EVENT_COLUMNS, TABLES
-from schemas.udf import APPLY_EVENT_COLUMNS, APPLY_OUTPUT, CURSOR, PARTITION, STATE_INPUT
+from schemas.udf import APPLY_EVENT_COLUMNS, APPLY_OUTPUT, CURSOR, PACKED_EVENTS, PARTITION, STATE_INPUT
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 log = logging.getLogger("ackstate.ingest")
 
@@ -105,6 +105,13 @@ be small by its count of input records, so the limit is lifted for it. The state
 the apply's output are copied into the plan (``local_copy``), whose estimates are their sizes, so
 that the estimates do not multiply from batch to batch (the warm state is built from the
 output) past what the setting can hold."""
+
+
+def _packed_events() -> list[Column]:
+    """The apply's event side: the key columns, and the events as ``PACKED_EVENTS``."""
+    from pyspark.sql import functions as F
+
+    return [*named(("topic", "partition")), F.struct(*named(APPLY_EVENT_COLUMNS)).alias(PACKED_EVENTS)]
 
 
 @dataclass(frozen=True)
@@ -350,13 +357,15 @@ class BatchWriter:
 
             def apply(key: Any, events: Any, current: Any) -> Any:
                 from udfs.apply import apply_partition
+                from udfs.columns import unpacked_events
 
-                return apply_partition(key, events, current, settings)
+                return apply_partition(key, unpacked_events(events), current, settings)
 
+            # The events travel as one struct column (PACKED_EVENTS says why).
             # Materialised with its lineage cut: a cached plan that reads `cursors` would be
             # invalidated (and silently recomputed from the new state) by this batch's own MERGE.
             out = (
-                select_named(valid, APPLY_EVENT_COLUMNS)
+                valid.select(*built_once("batch.packed_events", _packed_events))
                 .groupBy(*keys)
                 .cogroup(state.groupBy(*keys))
                 .applyInArrow(apply, APPLY_OUTPUT)

@@ -1,16 +1,22 @@
 """``udfs.columns.int_column`` reads integer buffers directly; it must give what Arrow's
 ``fill_null`` gave, for every type, null pattern and slice offset, and ``apply_partition``'s
-order check must leave exactly the order Arrow's sort gives."""
+order check must leave exactly the order Arrow's sort gives. ``unpacked_events`` must give the
+flat event table the struct column was made of, however it is cut into batches."""
 
 from __future__ import annotations
+
+from itertools import pairwise
 
 import numpy as np
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jobs.bench.generate import MALFORMED_KEY, iter_events
+from schemas.events import EVENT_ARROW_SCHEMA
+from schemas.udf import APPLY_EVENT_COLUMNS, PACKED_EVENTS
 from udfs.apply import in_seq_order
-from udfs.columns import int_column
+from udfs.columns import int_column, unpacked_events
 
 _TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.bool_()]
 _TARGETS = [np.int8, np.int32, np.int64, np.bool_]
@@ -80,3 +86,41 @@ def test_seq_order_is_arrows_sort(seqs, shuffle, chunks, seed):
 def test_seq_order_with_a_null_seq_is_arrows_sort():
     table = pa.table({"seq": pa.array([1, None, 2], pa.int64()), "_row": pa.array([0, 1, 2], pa.int64())})
     assert in_seq_order(table).to_pydict() == {"seq": [1, 2, None], "_row": [0, 2, 1]}
+
+
+def _flat_events(n: int) -> pa.Table:
+    """``n`` generated events of one topic partition, as the apply UDF's flat columns."""
+    types = {f.name: f.type for f in EVENT_ARROW_SCHEMA} | {"_row": pa.int64()}
+    records = [r for r in iter_events(events=n, topics=1, partitions=1, subscriptions_per_topic=3, seed=11)]
+    rows = [
+        {c: r.get(c) for c in APPLY_EVENT_COLUMNS} | {"_row": i}
+        for i, r in enumerate(records)
+        if MALFORMED_KEY not in r
+    ]
+    schema = pa.schema([pa.field(c, types[c]) for c in APPLY_EVENT_COLUMNS])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _packed(flat: pa.Table, cuts: list[int]) -> pa.Table:
+    """``flat`` as the cogroup sends it: the key columns and one struct column, in batches cut
+    at ``cuts``."""
+    whole = flat.combine_chunks()
+    struct = pa.StructArray.from_arrays([c.chunk(0) for c in whole.columns], fields=list(whole.schema))
+    table = pa.table({"topic": whole["topic"], "partition": whole["partition"], PACKED_EVENTS: struct})
+    bounds = [0, *sorted(cuts), table.num_rows]
+    return pa.Table.from_batches(
+        [b for lo, hi in pairwise(bounds) for b in table.slice(lo, hi - lo).to_batches()], table.schema
+    )
+
+
+def test_unpacked_events_are_the_flat_table_in_any_batches():
+    flat = _flat_events(400)
+    assert flat.num_rows > 300 and flat["message_ids"].null_count < flat.num_rows
+    for cuts in ([], [1], [57, 58, 200], [flat.num_rows]):
+        unpacked = unpacked_events(_packed(flat, cuts))
+        assert unpacked.schema == flat.schema
+        assert unpacked.equals(flat)
+    middle = _packed(flat, [100, 250]).slice(120, 100)  # offsets inside a batch
+    assert unpacked_events(middle).equals(flat.slice(120, 100))
+    none = unpacked_events(_packed(flat, []).slice(0, 0))
+    assert none.num_rows == 0 and none.schema == flat.schema
