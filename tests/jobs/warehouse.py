@@ -272,21 +272,24 @@ class EventLog:
         )
 
 
+def cached_rdds(spark: SparkSession) -> set[int]:
+    """The ids of the RDDs with blocks in the block manager now. Delta's cache of each table's
+    latest snapshot (``Delta Table State #<version> - <log>``) is Delta's to keep, and not
+    listed."""
+    infos = spark.sparkContext._jsc.sc().getRDDStorageInfo()  # type: ignore[attr-defined]
+    return {
+        info.id()
+        for info in infos
+        if info.numCachedPartitions() > 0 and not info.name().startswith("Delta Table State #")
+    }
+
+
 def cached_rdds_when(
     spark: SparkSession, done: Callable[[set[int]], bool], seconds: float = 10.0
 ) -> set[int]:
-    """The ids of the RDDs with blocks in the block manager, once ``done`` holds of them or
-    after ``seconds``: ``jobs.platform.tables.release`` does not wait for the blocks to go.
-    Delta's cache of each table's latest snapshot (``Delta Table State #<version> - <log>``)
-    is Delta's to keep, and not listed."""
+    """``cached_rdds`` once ``done`` holds of them, or after ``seconds``:
+    ``jobs.platform.tables.release`` does not wait for the blocks to go."""
     deadline = time.monotonic() + seconds
-    while True:
-        infos = spark.sparkContext._jsc.sc().getRDDStorageInfo()  # type: ignore[attr-defined]
-        cached = {
-            info.id()
-            for info in infos
-            if info.numCachedPartitions() > 0 and not info.name().startswith("Delta Table State #")
-        }
-        if done(cached) or time.monotonic() > deadline:
-            return cached
+    while not done(cached := cached_rdds(spark)) and time.monotonic() <= deadline:
         time.sleep(0.1)
+    return cached

@@ -91,7 +91,7 @@ def test_seq_order_with_a_null_seq_is_arrows_sort():
 def _flat_events(n: int) -> pa.Table:
     """``n`` generated events of one topic partition, as the apply UDF's flat columns."""
     types = {f.name: f.type for f in EVENT_ARROW_SCHEMA} | {"_row": pa.int64()}
-    records = [r for r in iter_events(events=n, topics=1, partitions=1, subscriptions_per_topic=3, seed=11)]
+    records = iter_events(events=n, topics=1, partitions=1, subscriptions_per_topic=3, seed=11)
     rows = [
         {c: r.get(c) for c in APPLY_EVENT_COLUMNS} | {"_row": i}
         for i, r in enumerate(records)

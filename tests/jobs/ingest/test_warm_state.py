@@ -15,7 +15,7 @@ from jobs.bench.generate import generate
 from jobs.ingest.warm import REMOVED, WarmState, of_partitions, overlay, overlay_table, state_arrow
 from jobs.platform.tables import local_frame, table_path
 from schemas.udf import APPLY_OUTPUT, CURSOR, PARTITION, STATE_INPUT
-from tests.jobs.warehouse import LINEAGE, assert_same_tables, cached_rdds_when, ingest, snapshot
+from tests.jobs.warehouse import LINEAGE, assert_same_tables, cached_rdds, cached_rdds_when, ingest, snapshot
 from udfs.apply import OUTPUT_ARROW
 
 FILES = 3
@@ -106,7 +106,7 @@ def test_batches_spread_over_partitions_keep_their_state_in_spark(spark, events,
     batches spread over partitions keep it in Spark, and write the same tables. Of the rows
     they checkpoint (input, duplicates, state, UDF output, kept state), only the state kept
     for the next batch is still in the block manager when the query ends."""
-    before = cached_rdds_when(spark, lambda _: True)
+    before = cached_rdds(spark)
     writer = ingest(spark, events, tmp_path / "warehouse", single_partition_rows=0)
     assert writer.warm is not None and writer.warm.hits == FILES - 1
     assert_same_tables(snapshot(spark, tmp_path / "warehouse", exclude=LINEAGE), read_every_batch)

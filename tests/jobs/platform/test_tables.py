@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.platform.tables import ensure_tables, holds_no_rows, latest_version, release, table_path
-from tests.jobs.warehouse import append_rows, cached_rdds_when, commit_actions
+from tests.jobs.warehouse import append_rows, cached_rdds, cached_rdds_when, commit_actions
 
 pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
 
@@ -110,7 +110,7 @@ def test_release_frees_a_checkpoints_blocks_and_nothing_else(spark: SparkSession
     kept = spark.range(1000).localCheckpoint(eager=True)
     cached = spark.range(100).selectExpr("id + 1 AS z").persist()
     assert cached.count() == 100
-    before = cached_rdds_when(spark, lambda _: True)
+    before = cached_rdds(spark)
     assert {_checkpointed_rdd(freed), _checkpointed_rdd(kept)} <= before
 
     for frame in (freed, cached, spark.range(3)):  # a cached frame and a plain one: no-ops
