@@ -9,7 +9,7 @@ ranges costs only its changed ranges per batch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import compress, repeat
 from operator import attrgetter, is_not, itemgetter
 from typing import Any, NamedTuple
@@ -47,7 +47,11 @@ from schemas.udf import (
     CONSUMER,
     CURSOR,
     DELETE,
+    KIND_COLUMNS,
     LEDGER,
+    OUTPUT_KEY_COLUMNS,
+    OUTPUT_SLOTS,
+    PACKED_OUTPUT,
     PARTITION,
     PENDING,
     RANGE,
@@ -59,8 +63,10 @@ from schemas.udf import (
 from udfs.columns import column, int_column
 from udfs.producers import emit_producer_rows, send_columns
 
-# the Arrow form of APPLY_OUTPUT, as Spark converts it (one definition of the row type)
+# the Arrow form of APPLY_OUTPUT, as Spark converts it (one definition of the row type), and of
+# the same rows packed into typed slots (schemas.udf.PACKED_OUTPUT)
 OUTPUT_ARROW = to_arrow_schema(APPLY_OUTPUT)
+PACKED_ARROW = to_arrow_schema(PACKED_OUTPUT)
 
 
 # ---- Arrow -> engine ------------------------------------------------------------------
@@ -202,45 +208,53 @@ class OutputRows:
     converts each chunk once and concatenates.
     """
 
-    def __init__(self, topic: str, partition: int) -> None:
+    def __init__(self, topic: str, partition: int, *, packed: bool = False) -> None:
+        """``packed``: the rows as ``schemas.udf.PACKED_OUTPUT`` (the ingest's apply UDF), else as
+        ``APPLY_OUTPUT``; the same ``add`` calls serve both."""
         self.topic, self.partition = topic, partition
+        self._schema, self._fields, self._targets = _PACKED if packed else _WIDE
         self.columns: dict[str, list[list[Any] | np.ndarray | pa.Array | Repeated | int]] = {
-            name: [] for name in _OUTPUT_NAMES
+            name: [] for name, _, _ in self._fields
         }
-        self.filled: dict[str, int] = dict.fromkeys(_OUTPUT_NAMES, 0)  # rows each column covers
+        self.filled: dict[str, int] = {name: 0 for name, _, _ in self._fields}  # rows each column covers
         self.size = 0
 
     def add(
         self, kind: str, op: str, n: int, **values: Iterable[Any] | np.ndarray | pa.Array | Repeated
     ) -> None:
-        """``n`` rows of one kind; ``values`` holds a sequence of ``n`` per column it fills."""
+        """``n`` rows of one kind; ``values`` holds a sequence of ``n`` per column it fills, which
+        must be one of the kind's (``schemas.udf.KIND_COLUMNS``, or ``subscription``)."""
         if n == 0:
             return
+        targets = self._targets[kind]
         values = {"kind": Repeated(kind, n), "op": Repeated(op, n), **values}
         for name, given in values.items():
-            chunks = self.columns[name]
-            if self.filled[name] < self.size:
-                chunks.append(self.size - self.filled[name])  # nulls for the rows before
+            target = targets.get(name)
+            if target is None:
+                raise ValueError(f"{kind} rows have no column {name!r} (schemas.udf.KIND_COLUMNS)")
+            chunks = self.columns[target]
+            if self.filled[target] < self.size:
+                chunks.append(self.size - self.filled[target])  # nulls for the rows before
             if isinstance(given, np.ndarray):
                 # a few rows join the Python lists around them (one ``pa.array`` per column in
                 # ``table``); a redeliver-all's millions stay numpy
                 chunks.append(given.tolist() if given.size <= _SMALL else given)
             else:
                 chunks.append(given if isinstance(given, (pa.Array, Repeated)) else list(given))
-            self.filled[name] = self.size + n
+            self.filled[target] = self.size + n
         self.size += n
 
     @collector.paused()  # millions of rows as Python objects, no cycles (engine.collector)
     def table(self) -> pa.Table:
         if self.size == 0:
-            return OUTPUT_ARROW.empty_table()
+            return self._schema.empty_table()
         n = self.size
         # every all-null column shares one zeroed buffer (never written, so never paged in):
         # a redeliver-all's two million rows leave most of the 69 columns null, and a fresh
         # zeroed buffer each was most of this function's time, in the kernel
         zeros = pa.py_buffer(np.zeros((n + 1) * 8, dtype=np.uint8))
         arrays = []
-        for name, type_, fixed in _OUTPUT_FIELDS:
+        for name, type_, fixed in self._fields:
             if name == "topic":
                 arrays.append(_arrow(Repeated(self.topic, n), type_))
             elif name == "partition":
@@ -258,7 +272,7 @@ class OutputRows:
                 else:
                     parts = [_arrow(chunk, type_) for chunk in merged]
                     arrays.append(pa.concat_arrays(parts))
-        return pa.Table.from_arrays(arrays, schema=OUTPUT_ARROW)
+        return pa.Table.from_arrays(arrays, schema=self._schema)
 
 
 _SMALL = 1024
@@ -299,10 +313,28 @@ def _merge_small(chunks: list[Any]) -> list[Any]:
 
 # the Arrow types a column is assembled for in one numpy array (``_fixed_width``)
 _FIXED_WIDTH = {pa.int64(): np.int64, pa.int32(): np.int32, pa.bool_(): np.bool_}
+
+
 # (name, type, assembled in numpy) of each output column, read once: a schema's fields, names
 # and types are new Python objects at each access, 69 of each per partition
-_OUTPUT_FIELDS = tuple((f.name, f.type, f.type in _FIXED_WIDTH) for f in OUTPUT_ARROW)
-_OUTPUT_NAMES = tuple(name for name, _, _ in _OUTPUT_FIELDS)
+def _fields(schema: pa.Schema) -> tuple[tuple[str, pa.DataType, bool], ...]:
+    return tuple((f.name, f.type, f.type in _FIXED_WIDTH) for f in schema)
+
+
+def _targets(slots: Mapping[str, Mapping[str, str]] | None) -> dict[str, dict[str, str]]:
+    """Per kind, the column of the table that each column it fills is written to: the column
+    itself, or its slot (``schemas.udf.OUTPUT_SLOTS``)."""
+    return {
+        kind: {
+            **{name: name for name in OUTPUT_KEY_COLUMNS},
+            **{name: name if slots is None else slots[kind][name] for name in columns},
+        }
+        for kind, columns in KIND_COLUMNS.items()
+    }
+
+
+_WIDE = (OUTPUT_ARROW, _fields(OUTPUT_ARROW), _targets(None))
+_PACKED = (PACKED_ARROW, _fields(PACKED_ARROW), _targets(OUTPUT_SLOTS))
 
 
 def _null_array(n: int, type_: pa.DataType, zeros: pa.Buffer) -> pa.Array:
@@ -870,9 +902,10 @@ def emit_ledger_deletes(out: OutputRows, trimmed: TrimResult) -> None:
 
 @collector.paused()  # millions of rows as Python objects, no cycles (engine.collector)
 def apply_partition(
-    key: tuple[Any, ...], events: pa.Table, state: pa.Table, settings: EngineSettings
+    key: tuple[Any, ...], events: pa.Table, state: pa.Table, settings: EngineSettings, *, packed: bool = False
 ) -> pa.Table:
-    """Apply one topic partition's events of a micro-batch to its state (cogroup function).
+    """Apply one topic partition's events of a micro-batch to its state (cogroup function): the
+    rows as ``APPLY_OUTPUT``, or with ``packed`` as ``PACKED_OUTPUT`` (``OutputRows``).
 
     A ledger trim requested for the partition (``first_retained_ledger`` on its state row) is
     applied first, as if the broker's retention ran just before the batch: the ingest then
@@ -880,7 +913,7 @@ def apply_partition(
     this batch runs is never undone by the batch's writes (``jobs.compact.compaction``).
     """
     topic, partition = key[0].as_py(), int(key[1].as_py())
-    out = OutputRows(topic, partition)
+    out = OutputRows(topic, partition, packed=packed)
     current, encoded_before = state_from_arrow(topic, partition, state)
     if events.num_rows == 0:
         return out.table()

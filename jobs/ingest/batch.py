@@ -78,7 +78,16 @@ from jobs.platform.tables import (
     release,
 )
 from schemas.tables import REJECTED_EVENT_COLUMNS, TABLES
-from schemas.udf import APPLY_EVENT_COLUMNS, APPLY_OUTPUT, CURSOR, PACKED_EVENTS, PARTITION, STATE_INPUT
+from schemas.udf import (
+    APPLY_EVENT_COLUMNS,
+    APPLY_OUTPUT,
+    CURSOR,
+    OUTPUT_UNPACKING,
+    PACKED_EVENTS,
+    PACKED_OUTPUT,
+    PARTITION,
+    STATE_INPUT,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -112,6 +121,19 @@ def _packed_events() -> list[Column]:
     from pyspark.sql import functions as F
 
     return [*named(("topic", "partition")), F.struct(*named(APPLY_EVENT_COLUMNS)).alias(PACKED_EVENTS)]
+
+
+def unpacked_output() -> list[Column]:
+    """``APPLY_OUTPUT``'s columns from the UDF's ``PACKED_OUTPUT`` rows: each column is its slot
+    in the rows of the kinds that fill it there, null in the others."""
+    from pyspark.sql import functions as F
+
+    kind = F.col("kind")
+    unpacked = {
+        name: (F.when(kind.isin(*kinds), F.col(slot)) if kinds else F.col(slot)).alias(name)
+        for name, slot, kinds in OUTPUT_UNPACKING
+    }
+    return [unpacked[name] if name in unpacked else F.col(name) for name in APPLY_OUTPUT.names]
 
 
 @dataclass(frozen=True)
@@ -359,16 +381,18 @@ class BatchWriter:
                 from udfs.apply import apply_partition
                 from udfs.columns import unpacked_events
 
-                return apply_partition(key, unpacked_events(events), current, settings)
+                return apply_partition(key, unpacked_events(events), current, settings, packed=True)
 
-            # The events travel as one struct column (PACKED_EVENTS says why).
+            # The events travel as one struct column (PACKED_EVENTS says why), the rows come back
+            # packed into typed slots and are unpacked in the JVM (PACKED_OUTPUT says why).
             # Materialised with its lineage cut: a cached plan that reads `cursors` would be
             # invalidated (and silently recomputed from the new state) by this batch's own MERGE.
             out = (
                 valid.select(*built_once("batch.packed_events", _packed_events))
                 .groupBy(*keys)
                 .cogroup(state.groupBy(*keys))
-                .applyInArrow(apply, APPLY_OUTPUT)
+                .applyInArrow(apply, PACKED_OUTPUT)
+                .select(*built_once("batch.unpacked_output", unpacked_output))
             )
             if self._single_partition:  # in the plan, with its size known (SINGLE_PARTITION)
                 out, rows = local_copy_and_rows(spark, out, APPLY_OUTPUT)

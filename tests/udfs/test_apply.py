@@ -11,6 +11,7 @@ import copy
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,6 +27,8 @@ from schemas.udf import (
     DELETE,
     LATE_RECEIPT,
     LEDGER,
+    OUTPUT_KEY_COLUMNS,
+    OUTPUT_UNPACKING,
     PARTITION,
     PENDING,
     PRODUCER,
@@ -37,8 +40,10 @@ from schemas.udf import (
     UPSERT,
 )
 from tests.engine.conftest import make_ledgers
+from tests.udfs.output_rows import every_kind
 from udfs.apply import (
     OUTPUT_ARROW,
+    PACKED_ARROW,
     OutputRows,
     Repeated,
     apply_partition,
@@ -196,6 +201,43 @@ class _Tables:
             assert (Subscription.decode(encoded) if encoded else Subscription()).encode() == sub.encode()
 
 
+def _unpacked(packed: pa.Table) -> pa.Table:
+    """``PACKED_ARROW`` rows as ``OUTPUT_ARROW`` rows, as the ingest unpacks them in the JVM
+    (``jobs.ingest.batch.unpacked_output``): each column is its slot in the rows of the kinds
+    that fill it there."""
+    kinds = packed.column("kind")
+    unpacking = {name: (slot, fill) for name, slot, fill in OUTPUT_UNPACKING}
+    arrays = []
+    for field in OUTPUT_ARROW:
+        if field.name in OUTPUT_KEY_COLUMNS:
+            arrays.append(packed.column(field.name))
+            continue
+        slot, fill = unpacking[field.name]
+        column = packed.column(slot)
+        if fill:
+            column = pc.if_else(pc.is_in(kinds, pa.array(fill)), column, pa.scalar(None, field.type))
+        arrays.append(column)
+    return pa.Table.from_arrays(arrays, schema=OUTPUT_ARROW)
+
+
+def _applied(key: tuple, events: pa.Table, state: pa.Table, settings: EngineSettings) -> pa.Table:
+    """``apply_partition``'s rows; the same call packed must give the same rows in slots."""
+    wide = apply_partition(key, events, state, settings)
+    packed = apply_partition(key, events, state, settings, packed=True)
+    assert packed.schema.equals(PACKED_ARROW)
+    assert _unpacked(packed).equals(wide)
+    return wide
+
+
+def test_every_kind_packs_every_column_it_fills_into_a_slot_of_its_own():
+    """A row of each kind with all its columns set (``KIND_COLUMNS``): packed, then unpacked as
+    the ingest does, it is the wide row, so no two columns of a kind share a slot."""
+    wide, packed = every_kind(packed=False), every_kind(packed=True)
+    assert _unpacked(packed.table()).equals(wide.table())
+    with pytest.raises(ValueError, match="no column 'ack_set'"):
+        packed.add(PENDING, UPSERT, 1, ack_set=[[1]])
+
+
 def _event_table(events: list[dict], first_row: int) -> pa.Table:
     names = [f.name for f in EVENT_ARROW_SCHEMA]
     rows = [{**{n: e.get(n) for n in names}, "_row": i} for i, e in enumerate(events, first_row)]
@@ -218,7 +260,7 @@ def test_batches_of_differences_rebuild_the_engine_state_exactly():
     key = (pa.scalar(topic), pa.scalar(partition, pa.int32()))
     for start in range(0, len(events), 700):
         table = _event_table(events[start : start + 700], start)
-        tables.write(apply_partition(key, table, tables.state(), settings).to_pylist())
+        tables.write(_applied(key, table, tables.state(), settings).to_pylist())
 
     whole = PartitionState(topic, partition)
     whole.apply(EventBatch.from_records(events), settings)
@@ -270,7 +312,7 @@ def test_a_requested_trim_is_applied_before_the_batch_and_composes_with_compacts
     key = (pa.scalar(topic), pa.scalar(partition, pa.int32()))
     half = len(events) // 2
     read = _Tables(topic, partition)
-    read.write(apply_partition(key, _event_table(events[:half], 0), read.state(), settings).to_pylist())
+    read.write(_applied(key, _event_table(events[:half], 0), read.state(), settings).to_pylist())
     whole = PartitionState(topic, partition)
     whole.apply(EventBatch.from_records(events[:half]), settings)
     ledger_ids = [lid for lid, _ in whole.ledgers]
@@ -285,7 +327,7 @@ def test_a_requested_trim_is_applied_before_the_batch_and_composes_with_compacts
     after_compact = copy.deepcopy(read)
     after_compact.write(trim_partition(key, read.state(first_retained)).to_pylist())
     assert after_compact.ranges != read.ranges
-    out = apply_partition(key, second, read.state(first_retained), settings).to_pylist()
+    out = _applied(key, second, read.state(first_retained), settings).to_pylist()
     alone.write(out)
     after_compact.write(out)
     alone.assert_holds(whole)
@@ -342,7 +384,7 @@ def test_receipts_and_producers_across_batches_equal_the_engine_applied_whole():
     for start in range(0, len(events), 9):
         chunk = [{**e, "_row": i} for i, e in enumerate(events[start : start + 9], start)]
         state = pa.Table.from_pylist([partition_row] if partition_row else [], schema=STATE_ARROW)
-        out = apply_partition(key, pa.Table.from_pylist(chunk, schema=EVENTS_ARROW), state, settings)
+        out = _applied(key, pa.Table.from_pylist(chunk, schema=EVENTS_ARROW), state, settings)
         for row in out.to_pylist():
             if row["kind"] == PARTITION:
                 partition_row = {
@@ -482,9 +524,10 @@ def test_pending_and_redelivery_rows_are_every_change_in_key_order(ops, last_red
     ] == kept + gone
 
 
-def _concatenated(out: OutputRows) -> pa.Table:
+def _concatenated(out: OutputRows, schema: pa.Schema = OUTPUT_ARROW) -> pa.Table:
     """``out.table()`` as it was built before shared null buffers and numpy assembly: every
-    chunk converted by ``pa.array`` / ``pa.nulls`` / ``pa.repeat`` and concatenated."""
+    chunk converted by ``pa.array`` / ``pa.nulls`` / ``pa.repeat`` and concatenated. ``schema``:
+    ``out``'s (``PACKED_ARROW`` for a packed one)."""
 
     def arrow(chunk: object, type_: pa.DataType) -> pa.Array:
         if isinstance(chunk, int):
@@ -497,7 +540,7 @@ def _concatenated(out: OutputRows) -> pa.Table:
 
     n = out.size
     arrays = []
-    for field in OUTPUT_ARROW:
+    for field in schema:
         if field.name == "topic":
             arrays.append(pa.array([out.topic] * n, type=field.type))
         elif field.name == "partition":
@@ -506,17 +549,25 @@ def _concatenated(out: OutputRows) -> pa.Table:
             chunks = [*out.columns[field.name], n - out.filled[field.name]]
             parts = [arrow(c, field.type) for c in chunks if not isinstance(c, int) or c > 0]
             arrays.append(parts[0] if len(parts) == 1 else pa.concat_arrays(parts))
-    return pa.Table.from_arrays(arrays, schema=OUTPUT_ARROW)
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 _INTS = st.one_of(st.none(), st.integers(-(2**40), 2**40))
 
 
+# per kind, its columns of each type the test fills: int64, bool, string, int32, int64 again
+_KIND_COLUMNS = {
+    CONSUMER: ("consumer_id", "connected", "consumer_name", "priority_level", "subscribed_at"),
+    REDELIVERY: ("consumer_id", "dead_letter", "reason", "redelivery_count", "delivered_at"),
+}
+
+
+@pytest.mark.parametrize("packed", [False, True])
 @settings(max_examples=80, deadline=None)
 @given(
     st.lists(
         st.tuples(
-            st.sampled_from([CONSUMER, PENDING, REDELIVERY, RANGE]),
+            st.sampled_from([CONSUMER, REDELIVERY]),
             st.integers(1, 6),
             st.sampled_from(["list", "numpy", "arrow", "repeated"]),
             st.data(),
@@ -525,26 +576,27 @@ _INTS = st.one_of(st.none(), st.integers(-(2**40), 2**40))
         max_size=6,
     )
 )
-def test_table_is_the_concatenation_of_its_chunks(adds):
+def test_table_is_the_concatenation_of_its_chunks(packed, adds):
     """``OutputRows.table`` (all-null columns on one shared zero buffer, fixed-width columns
     assembled in numpy) equals converting every chunk and concatenating, nulls and types
-    included."""
-    out = OutputRows("persistent://t/ns/x", 3)
+    included; packed or not."""
+    out = OutputRows("persistent://t/ns/x", 3, packed=packed)
     for kind, n, form, data in adds:
         ints = data.draw(st.lists(_INTS, min_size=n, max_size=n))
         flags = data.draw(st.lists(st.booleans(), min_size=n, max_size=n))
+        long_, flag, text, int_, other = _KIND_COLUMNS[kind]
         if form == "list":
-            values = {"consumer_id": ints, "dead_letter": flags, "reason": [str(i) for i in ints]}
+            values = {long_: ints, flag: flags, text: [str(i) for i in ints]}
         elif form == "numpy":
             column = np.asarray([i or 0 for i in ints], dtype=np.int64)
-            values = {"consumer_id": column, "dead_letter": np.asarray(flags), "redelivery_count": column % 7}
+            values = {long_: column, flag: np.asarray(flags), int_: column % 7}
         elif form == "arrow":
-            values = {"consumer_id": pa.array(ints, type=pa.int64()), "delivered_at": pa.array(ints)}
+            values = {long_: pa.array(ints, type=pa.int64()), other: pa.array(ints)}
         else:
-            values = {"consumer_id": Repeated(ints[0], n), "subscription": Repeated("s", n)}
+            values = {long_: Repeated(ints[0], n), "subscription": Repeated("s", n)}
         out.add(kind, UPSERT, n, **values)
     table = out.table()
-    expected = _concatenated(out)
+    expected = _concatenated(out, PACKED_ARROW if packed else OUTPUT_ARROW)
     assert table.to_pylist() == expected.to_pylist()
     assert table.equals(expected)
 
@@ -554,10 +606,15 @@ def test_values_the_fast_paths_do_not_take_convert_as_arrow_converts_them():
     null among them takes ``pa.array``, as every chunk did before, with the same result."""
     out = OutputRows("persistent://t/ns/x", 3)
     out.add(
-        CONSUMER, "upsert", 2, consumer_id=[1.0, 2], dead_letter=[np.True_, False], redelivery_count=[3, None]
+        CONSUMER,
+        "upsert",
+        2,
+        consumer_id=[1.0, 2],
+        connected=[np.True_, False],
+        max_redeliver_count=[3, None],
     )
     out.add(CONSUMER, "upsert", 1, consumer_id=[np.int64(7)], priority_level=[np.bool_(True)])
-    out.add(PENDING, "upsert", 2, consumer_id=[4, 5], dead_letter=[True, False], redelivery_count=[1, 2])
+    out.add(REDELIVERY, "upsert", 2, consumer_id=[4, 5], dead_letter=[True, False], redelivery_count=[1, 2])
     assert out.table().equals(_concatenated(out))
     # an int the column cannot hold fails the batch: pa.array raises ArrowInvalid, numpy OverflowError
     with pytest.raises((OverflowError, pa.ArrowInvalid)):

@@ -6,9 +6,11 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from jobs.ingest.batch import unpacked_output
 from jobs.ingest.projections import PROJECTION, PROJECTIONS
 from schemas.tables import TABLES
-from schemas.udf import APPLY_OUTPUT, CURSOR, PRODUCER, REJECT
+from schemas.udf import APPLY_OUTPUT, CURSOR, PACKED_OUTPUT, PRODUCER, REJECT
+from tests.udfs.output_rows import every_kind
 
 pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
 
@@ -18,6 +20,16 @@ def test_every_kind_of_row_that_a_table_holds_has_one_projection() -> None:
     assert len(kinds) == len(set(kinds))
     assert REJECT not in kinds  # refusals become rejected_events through the refused event
     assert PRODUCER in kinds
+
+
+def test_the_packed_rows_unpack_in_the_jvm_to_the_rows_of_every_kind(spark: SparkSession) -> None:
+    """What the ingest does after its apply UDF (``unpacked_output``): a row of each kind, every
+    column it fills set, packed by the UDF's ``OutputRows``, is the wide row again, column for
+    column, with ``APPLY_OUTPUT``'s names and types."""
+    packed = spark.createDataFrame(every_kind(packed=True).table(), PACKED_OUTPUT)
+    unpacked = packed.select(*unpacked_output())
+    assert [(f.name, f.dataType) for f in unpacked.schema] == [(f.name, f.dataType) for f in APPLY_OUTPUT]
+    assert unpacked.toArrow().to_pylist() == every_kind(packed=False).table().to_pylist()
 
 
 @pytest.mark.parametrize("projection", PROJECTIONS, ids=lambda p: p.kind)
