@@ -9,7 +9,7 @@ ranges costs only its changed ranges per batch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from itertools import compress, repeat
 from operator import attrgetter, is_not, itemgetter
 from typing import Any, NamedTuple
@@ -543,17 +543,35 @@ def _emit_batch_changes(out: OutputRows, sub: str, before: Cursor | None, after:
         )
 
 
+HeldBefore = Mapping[int, set[Position]]
+"""The positions each consumer of a subscription held pending, by consumer id."""
+
+
+def pending_held(state: PartitionState) -> dict[str, HeldBefore]:
+    """What each subscription's consumers hold pending in ``state``, copied: taken before a batch
+    applies, it is what ``pending_acks`` holds (the state read and the table are one)."""
+    return {
+        name: {cid: set(consumer.pending) for cid, consumer in sub.consumers.items()}
+        for name, sub in state.subscriptions.items()
+    }
+
+
 def _subscription_state(sub: Subscription | None) -> bytes | None:
     return sub.encode() if sub is not None and not sub.is_empty() else None
 
 
 def _pending_changes(
-    sub: Subscription,
+    sub: Subscription, held_before: HeldBefore | None = None
 ) -> tuple[list[tuple[int, Position, PendingAck]], tuple[list[int], np.ndarray, np.ndarray]]:
     """The changed pending acks in (consumer id, position) order, split into those still
     pending (with their ``PendingAck``) and those gone, the latter as columns (consumer id,
     ledger, entry): after a redeliver-all they are a million, recorded as columns
-    (``Changes.taken``), compared and sorted by numpy rather than a Python step each."""
+    (``Changes.taken``), compared and sorted by numpy rather than a Python step each.
+
+    With ``held_before`` (``pending_held``), a gone pending ack that was not held before the
+    batch is left out: dispatched and acked within the batch, it was never a row of
+    ``pending_acks``, and deleting a key the table lacks changes nothing. Most of a batch's
+    pending-ack changes are such (on the bench's 1M-event batch, 212,131 of 262,017 rows)."""
     upserts: list[tuple[int, Position, PendingAck]] = []
     gone_ids: list[int] = []
     gone_ledgers: list[np.ndarray] = []
@@ -563,12 +581,16 @@ def _pending_changes(
         changed = changes.pending.get(cid, set())
         consumer = sub.consumers.get(cid)
         held = consumer.pending if consumer is not None else {}
+        before = None if held_before is None else held_before.get(cid, set())
         if cid in changes.taken:
-            kept_positions, ledgers, entries = _split_taken(changed, changes.taken[cid], held)
+            kept_positions, ledgers, entries = _split_taken(changed, changes.taken[cid], held, before)
         else:
             kept = changed.intersection(held)
             kept_positions = sorted_positions(kept)
-            ledgers, entries, _ = sorted_columns(changed.difference(kept))
+            gone = changed.difference(kept)
+            if before is not None:
+                gone.intersection_update(before)
+            ledgers, entries, _ = sorted_columns(gone)
         upserts.extend((cid, pos, held[pos]) for pos in kept_positions)
         gone_ids.extend([cid] * ledgers.size)
         gone_ledgers.append(ledgers)
@@ -582,20 +604,28 @@ def _pending_changes(
 
 
 def _split_taken(
-    changed: set[Position], taken: list[tuple[np.ndarray, np.ndarray]], held: dict[Position, PendingAck]
+    changed: set[Position],
+    taken: list[tuple[np.ndarray, np.ndarray]],
+    held: dict[Position, PendingAck],
+    before: Collection[Position] | None,
 ) -> tuple[list[Position], np.ndarray, np.ndarray]:
     """One consumer's changed pending acks, per position and taken by redeliver-alls (columns),
-    as (those it holds now, in position order; the ledgers and entries of those gone, sorted)."""
+    as (those it holds now, in position order; the ledgers and entries of those gone, sorted;
+    with ``before``, only those of the gone that it held before the batch)."""
     changed_ledgers, changed_entries = position_columns(list(changed))
     held_ledgers, held_entries = position_columns(list(held))
+    before_ledgers, before_entries = position_columns(list(before or ()))
     ledgers = np.concatenate([changed_ledgers, *(t[0] for t in taken)])
     entries = np.concatenate([changed_entries, *(t[1] for t in taken)])
-    universe = np.unique(np.concatenate((ledgers, held_ledgers)))
+    universe = np.unique(np.concatenate((ledgers, held_ledgers, before_ledgers)))
     keys, first = np.unique(packed_keys(ledgers, entries, universe), return_index=True)  # sorted
     ledgers, entries = ledgers[first], entries[first]
     is_held = np.isin(keys, packed_keys(held_ledgers, held_entries, universe))
     kept = positions_of(ledgers[is_held].tolist(), entries[is_held].tolist())
-    return kept, ledgers[~is_held], entries[~is_held]
+    gone = ~is_held
+    if before is not None:
+        gone &= np.isin(keys, packed_keys(before_ledgers, before_entries, universe))
+    return kept, ledgers[gone], entries[gone]
 
 
 class _RedeliveryRows(NamedTuple):
@@ -706,9 +736,15 @@ def _few_redelivery_rows(changes: Changes) -> _RedeliveryRows:
 
 @collector.paused()  # millions of rows as Python objects, no cycles (engine.collector)
 def emit_subscription_changes(
-    out: OutputRows, name: str, cursor: Cursor, sub: Subscription, settings: EngineSettings
+    out: OutputRows,
+    name: str,
+    cursor: Cursor,
+    sub: Subscription,
+    settings: EngineSettings,
+    held_before: HeldBefore | None = None,
 ) -> None:
-    """Rows of the consumer tables for what the batch changed (upserts and deletes by key)."""
+    """Rows of the consumer tables for what the batch changed (upserts and deletes by key;
+    ``held_before``: see ``_pending_changes``)."""
     single = cursor.sub_type in SINGLE_ACTIVE_MODES
     consumers = [(c, True) for cid, c in sub.consumers.items() if cid in sub.changes.consumers]
     consumers += [(c, False) for c in sub.changes.closed.values()]
@@ -734,7 +770,7 @@ def emit_subscription_changes(
             max_redeliver_count=[c.max_redeliver_count for c, _ in consumers],
             attached_implicitly=[c.implicit for c, _ in consumers],
         )
-    upserts, (gone_ids, gone_ledgers, gone_entries) = _pending_changes(sub)
+    upserts, (gone_ids, gone_ledgers, gone_entries) = _pending_changes(sub, held_before)
     if upserts:
         n = len(upserts)
         batch_index = settings.acknowledgment_at_batch_index_level_enabled
@@ -832,9 +868,11 @@ def emit_cursor(
     encoded_before: dict[str, bytes],
     changed: bool,
     settings: EngineSettings,
+    held_before: Mapping[str, HeldBefore] | None = None,
 ) -> None:
     """The ``cursors`` row of one subscription and, if its state ``changed``, the projection
-    changes against the state read (ack ranges, batch entries, consumer tables).
+    changes against the state read (ack ranges, batch entries, consumer tables; with
+    ``held_before``, ``pending_held`` of that state, no delete of a pending ack it lacked).
 
     An unchanged cursor only refreshes its backlog: its encoded states are left null so the
     MERGE keeps the stored ones. Shared by the ingest and the ledger trim (``udfs.trim``).
@@ -865,7 +903,8 @@ def emit_cursor(
     _emit_batch_changes(out, name, before, cursor)
     sub = current.subscriptions.get(name)
     if sub is not None and sub.changes:
-        emit_subscription_changes(out, name, cursor, sub, settings)
+        held = None if held_before is None else held_before.get(name, {})
+        emit_subscription_changes(out, name, cursor, sub, settings, held)
         sub.changes = Changes()
 
 
@@ -921,6 +960,7 @@ def apply_partition(
     first_retained = requested_trim(state)
     trimmed = current.trim_ledgers(first_retained) if first_retained is not None else TrimResult()
     events = in_seq_order(events)
+    held_before = pending_held(current)
     result = current.apply(events_to_batch(events), settings)
 
     out.add(
@@ -941,7 +981,7 @@ def apply_partition(
         changed = name in result.changed or name in trimmed.advanced
         if not changed and result.published == 0 and not trimmed.removed:
             continue
-        emit_cursor(out, current, name, encoded_before, changed, settings)
+        emit_cursor(out, current, name, encoded_before, changed, settings, held_before)
     after = dict(current.ledgers)
     # what a trim or a DELETE_TOPIC removed (a ledger made and deleted within the batch was
     # never written)

@@ -93,6 +93,8 @@ class _Tables:
         self.redeliveries: dict[tuple, tuple] = {}
         self.ledgers: dict[int, int] = {}
         self.rejects = 0
+        self.pending_deletes = 0  # pending_acks deletes, and those of a key the table lacked
+        self.pending_deletes_of_nothing = 0
 
     def state(self, first_retained_ledger: int | None = None) -> pa.Table:
         rows = [
@@ -145,7 +147,9 @@ class _Tables:
             elif row["kind"] == PENDING:
                 k = (row["subscription"], row["consumer_id"], row["ledger_id"], row["entry_id"])
                 if row["op"] == DELETE:
-                    self.pending.pop(k, None)  # added and removed within one batch: a no-op delete
+                    self.pending_deletes += 1
+                    if self.pending.pop(k, None) is None:  # a no-op, as in a MERGE
+                        self.pending_deletes_of_nothing += 1
                 else:
                     self.pending[k] = row["redelivery_count"]
             elif row["kind"] == REDELIVERY:
@@ -266,7 +270,42 @@ def test_batches_of_differences_rebuild_the_engine_state_exactly():
     whole.apply(EventBatch.from_records(events), settings)
     tables.assert_holds(whole)
     assert tables.pending and tables.consumers, "the workload must dispatch to Shared consumers"
+    # a pending ack dispatched and acked within one batch is never a row: no delete names it
+    assert tables.pending_deletes and not tables.pending_deletes_of_nothing
     assert tables.ranges, "the workload must leave ack holes to make this test meaningful"
+
+
+def test_a_redeliver_all_deletes_only_the_pending_acks_the_table_holds():
+    """A redeliver-all takes a consumer's pending acks as columns (``Changes.taken``); of those,
+    the ones dispatched in the same batch were never rows, and only the others are deleted."""
+    topic, partition = "persistent://public/default/t", -1
+    sub = {"topic": topic, "partition": partition, "subscription": "s", "consumer_id": 1}
+    first = [
+        *({"type": "PUBLISH", "ledger_id": 3, "entry_id": e} for e in range(10)),
+        {**sub, "type": "SUBSCRIBE", "consumer_name": "c1", "sub_type": "Shared"},
+        *({**sub, "type": "DISPATCH", "ledger_id": 3, "entry_id": e} for e in range(5)),
+    ]
+    second = [
+        *({**sub, "type": "DISPATCH", "ledger_id": 3, "entry_id": e} for e in range(5, 10)),
+        {**sub, "type": "REDELIVER", "message_ids": []},
+    ]
+    tables = _Tables(topic, partition)
+    key = (pa.scalar(topic), pa.scalar(partition, pa.int32()))
+    whole, seq = PartitionState(topic, partition), 0
+    for batch in (first, second):
+        events = []
+        for event in batch:
+            seq += 1
+            events.append({"topic": topic, "partition": partition, **event, "seq": seq, "event_id": f"e{seq}",
+                           "event_time": 1_000 + seq})  # fmt: skip
+        out = _applied(key, _event_table(events, seq), tables.state(), EngineSettings()).to_pylist()
+        assert not [r for r in out if r["kind"] == REJECT]
+        tables.write(out)
+        whole.apply(EventBatch.from_records(events), EngineSettings())
+    deletes = [(r["ledger_id"], r["entry_id"]) for r in out if r["kind"] == PENDING and r["op"] == DELETE]
+    assert deletes == [(3, e) for e in range(5)]
+    assert tables.pending_deletes == 5 and not tables.pending_deletes_of_nothing
+    tables.assert_holds(whole)
 
 
 def test_the_cursor_row_shows_the_type_stats_shows():
