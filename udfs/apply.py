@@ -316,7 +316,7 @@ _FIXED_WIDTH = {pa.int64(): np.int64, pa.int32(): np.int32, pa.bool_(): np.bool_
 
 
 # (name, type, assembled in numpy) of each output column, read once: a schema's fields, names
-# and types are new Python objects at each access, 69 of each per partition
+# and types are new Python objects at each access, one of each per column per partition
 def _fields(schema: pa.Schema) -> tuple[tuple[str, pa.DataType, bool], ...]:
     return tuple((f.name, f.type, f.type in _FIXED_WIDTH) for f in schema)
 

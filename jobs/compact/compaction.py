@@ -696,11 +696,10 @@ class LedgerTrimmer:
     def _trim(
         self, wanted: Mapping[tuple[str, int], int], results: Mapping[tuple[str, int], PartitionTrim]
     ) -> None:
-        from pyspark.sql import functions as F
 
         from jobs.ingest.projections import state_input, with_trim_requests
-        from jobs.platform.tables import latest_version
-        from schemas.udf import APPLY_OUTPUT, BATCH, CURSOR, DELETE, LEDGER, PARTITION, RANGE, REDELIVERY
+        from jobs.platform.tables import latest_version, release
+        from schemas.udf import APPLY_OUTPUT
         from udfs.apply import FIRST_RETAINED
         from udfs.trim import trim_partition
 
@@ -724,6 +723,23 @@ class LedgerTrimmer:
             .applyInArrow(trim_partition, APPLY_OUTPUT)
             .localCheckpoint(eager=True)
         )
+        try:
+            self._write_trims(out, partitions, cursors, results)
+        finally:
+            release(out)  # else held until a garbage collection of the driver finds it unreachable
+
+    def _write_trims(
+        self,
+        out: DataFrame,
+        partitions: DataFrame,
+        cursors: DataFrame,
+        results: Mapping[tuple[str, int], PartitionTrim],
+    ) -> None:
+        """Write the trims of ``out`` (the UDF's rows) over the ``partitions`` and ``cursors`` read."""
+        from pyspark.sql import functions as F
+
+        from schemas.udf import BATCH, CURSOR, DELETE, LEDGER, PARTITION, RANGE, REDELIVERY
+
         summary = out.groupBy("topic", "partition", "kind", "op").agg(
             F.count(F.lit(1)).alias("n"),
             F.sum("entries").alias("entries"),

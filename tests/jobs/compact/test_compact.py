@@ -39,6 +39,8 @@ from tests.jobs.warehouse import (
     EventLog,
     append_rows,
     assert_same_tables,
+    cached_rdds,
+    cached_rdds_when,
     copy,
     demo_warehouse,
     ingest,
@@ -353,6 +355,7 @@ def test_ledger_trim_goes_through_the_engine_and_the_ingest_goes_on(spark, tmp_p
     _engine(first, states)
     _assert_tables_hold(spark, warehouse, states)
 
+    held = cached_rdds(spark)  # the ingest's state, kept for its next batch
     code, report = run_json(
         capsys,
         "compact",
@@ -367,6 +370,8 @@ def test_ledger_trim_goes_through_the_engine_and_the_ingest_goes_on(spark, tmp_p
         f"{TRIMMED}:0=8",
     )
     assert code == 0
+    # the trim's checkpoint of the UDF's rows is freed (Spark would keep it until a driver GC)
+    assert cached_rdds_when(spark, lambda rdds: rdds <= held) <= held
     expected = states[(TRIMMED, 0)].trim_ledgers(8)
     assert sorted(expected.advanced) == ["a", "d", "f"]  # b stands exactly on 5:4, c at the end
     (trim,) = report["ledger_trims"]
