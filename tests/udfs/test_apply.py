@@ -275,6 +275,16 @@ def test_batches_of_differences_rebuild_the_engine_state_exactly():
     assert tables.ranges, "the workload must leave ack holes to make this test meaningful"
 
 
+def _numbered(topic: str, partition: int, batch: list[dict], seq: int) -> list[dict]:
+    """``batch``'s events on ``topic``/``partition``, numbered from ``seq + 1`` (seq, event id
+    and event time)."""
+    where = {"topic": topic, "partition": partition}
+    return [
+        {**where, **event, "seq": n, "event_id": f"e{n}", "event_time": 1_000 + n}
+        for n, event in enumerate(batch, seq + 1)
+    ]
+
+
 def test_a_redeliver_all_deletes_only_the_pending_acks_the_table_holds():
     """A redeliver-all takes a consumer's pending acks as columns (``Changes.taken``); of those,
     the ones dispatched in the same batch were never rows, and only the others are deleted."""
@@ -293,11 +303,8 @@ def test_a_redeliver_all_deletes_only_the_pending_acks_the_table_holds():
     key = (pa.scalar(topic), pa.scalar(partition, pa.int32()))
     whole, seq = PartitionState(topic, partition), 0
     for batch in (first, second):
-        events = []
-        for event in batch:
-            seq += 1
-            events.append({"topic": topic, "partition": partition, **event, "seq": seq, "event_id": f"e{seq}",
-                           "event_time": 1_000 + seq})  # fmt: skip
+        events = _numbered(topic, partition, batch, seq)
+        seq += len(batch)
         out = _applied(key, _event_table(events, seq), tables.state(), EngineSettings()).to_pylist()
         assert not [r for r in out if r["kind"] == REJECT]
         tables.write(out)
@@ -328,11 +335,8 @@ def test_the_cursor_row_shows_the_type_stats_shows():
     key = (pa.scalar(topic), pa.scalar(partition, pa.int32()))
     shown, seq = [], 0
     for batch in batches:
-        events = []
-        for event in batch:
-            seq += 1
-            events.append({"topic": topic, "partition": partition, **event, "seq": seq, "event_id": f"e{seq}",
-                           "event_time": 1_000 + seq})  # fmt: skip
+        events = _numbered(topic, partition, batch, seq)
+        seq += len(batch)
         out = apply_partition(key, _event_table(events, seq), tables.state(), EngineSettings()).to_pylist()
         assert not [r for r in out if r["kind"] == REJECT]
         tables.write(out)
