@@ -696,7 +696,8 @@ class LedgerTrimmer:
     def _trim(
         self, wanted: Mapping[tuple[str, int], int], results: Mapping[tuple[str, int], PartitionTrim]
     ) -> None:
-
+        """Run the trim UDF over the partitions asked for and write its rows (``_write_trims``);
+        the checkpoint of those rows is freed whether the writes finish or fail."""
         from jobs.ingest.projections import state_input, with_trim_requests
         from jobs.platform.tables import latest_version, release
         from schemas.udf import APPLY_OUTPUT
