@@ -19,6 +19,7 @@ import pytest
 
 from jobs.platform.config import load_config
 from jobs.platform.jars import find_delta_jars
+from tests.conftest import TEST_SPARK_CONF
 
 # every scenario group starts four cold JVMs (init, ingest, internal-stats, stats)
 pytestmark = pytest.mark.slow
@@ -103,7 +104,10 @@ def cli_run(tmp_path_factory: pytest.TempPathFactory) -> RunnerResult:
     ackstate = Path(sys.executable).with_name("ackstate")
     # the runner reads tables with its own Spark session; give it the jars `ackstate setup` cached
     # (its default, Ivy through configure_spark_with_delta_pip, cannot resolve them on every machine)
+    # and the test session's settings: with Delta's default of 50 snapshot partitions its local[1]
+    # session read each table's log in 50 tasks, one after another (83 s of reads, 29 s with 2)
     jars = ",".join(str(j) for j in find_delta_jars(load_config()).jars)
+    settings = [f"{key}={value}" for key, value in {"spark.jars": jars, **TEST_SPARK_CONF}.items()]
     result = subprocess.run(
         [
             sys.executable,
@@ -113,8 +117,7 @@ def cli_run(tmp_path_factory: pytest.TempPathFactory) -> RunnerResult:
             str(ackstate),
             "--work",
             str(tmp_path),
-            "--spark-conf",
-            f"spark.jars={jars}",
+            *(arg for setting in settings for arg in ("--spark-conf", setting)),
         ],
         capture_output=True,
         text=True,
