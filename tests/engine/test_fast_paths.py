@@ -3,13 +3,14 @@
 ``PartitionState`` stages the cursor side of individual acks (``Cursor.stage_ack``, and
 ``Cursor.stage_entry_acks`` for a command of whole entries, its checks written out for a
 command of one such id; applied at once by ``Cursor.apply_staged``), takes the consumer side
-of a whole-entry id through ``Subscription.ack_entry`` and passes over the DISPATCHes that
-change nothing (``Subscription.dispatch_is_inert``). All are exact claims, so switching them
-off (the plain
-``Cursor.ack`` per call, ``Subscription.ack`` per id, ``Subscription.dispatch`` per DISPATCH)
-must give byte-identical state, the same changed subscriptions and the same rejects in the same
-order, on the generated mix and on random streams that mix every subscription type, refusals,
-timers and batch-index acks.
+of a whole-entry id through ``Subscription.ack_entry``, passes over the DISPATCHes that
+change nothing (``Subscription.dispatch_is_inert``) and applies a Shared or Key_Shared
+subscription's runs of DISPATCHes and individual acks in one loop (``Subscription.apply_run``).
+All are exact claims, so switching them off (the plain ``Cursor.ack`` per call,
+``Subscription.ack`` per id, ``Subscription.dispatch`` per DISPATCH, no run) must give
+byte-identical state, the same changes per batch, and the same rejects in the same order, on
+the generated mix and on random streams that mix every subscription type, refusals, timers and
+batch-index acks.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from hypothesis import strategies as st
 from engine import Cursor, EngineSettings, EventBatch, MessageId, PartitionState, Position
 from engine.errors import EngineRefusal
 from engine.events import EVENT_TYPES, among, type_table
-from engine.subscription import Subscription
+from engine.subscription import Changes, Subscription
 from jobs.bench.generate import generate_records
 from tests.engine.conftest import make_ledgers
 
@@ -47,11 +48,12 @@ def _ack_entry_through_ack(
 @contextmanager
 def plain_calls() -> Iterator[None]:
     """Every ack call through ``Cursor.ack``, every id through ``Subscription.ack``, every
-    DISPATCH through ``Subscription.dispatch``."""
+    DISPATCH through ``Subscription.dispatch``: no run through ``Subscription.apply_run``."""
     with (
         mock.patch.object(Cursor, "can_stage_acks", lambda self, enabled, ledgers: False),
         mock.patch.object(Subscription, "ack_entry", _ack_entry_through_ack),
         mock.patch.object(Subscription, "dispatch_is_inert", lambda self, cursor: False),
+        mock.patch.object(Subscription, "apply_run", lambda self, cursor, run, start, *rest: (start, -1)),
     ):
         yield
 
@@ -65,6 +67,7 @@ def outcome(batches: list[EventBatch], cfg: EngineSettings) -> tuple[Any, ...]:
         seen.append((result.rejects, sorted(result.changed), result.applied))
         for sub in state.subscriptions.values():
             seen.append(repr(sub.changes))
+            sub.changes = Changes()  # as the apply UDF does once it has emitted them
     cursors = {name: cursor.encode() for name, cursor in state.cursors.items()}
     subs = {name: sub.encode() for name, sub in state.subscriptions.items()}
     return seen, cursors, subs
@@ -245,6 +248,104 @@ def test_long_epochs_give_the_same_as_plain_calls(ops, sub_type, close_one, data
         EventBatch.from_records(events[lo:hi])
         for lo, hi in zip([0, *cuts], [*cuts, len(events)], strict=True)
     ]
+    both_ways(batches, EngineSettings())
+
+
+busy = st.one_of(  # mostly DISPATCHes and whole-entry acks: the runs of Subscription.apply_run
+    *[st.tuples(st.just("DISPATCH"), st.sampled_from(CONSUMERS), st.integers(0, ENTRIES - 1))] * 4,
+    st.tuples(st.just("DISPATCH"), st.sampled_from((*CONSUMERS, 9)), st.integers(0, ENTRIES + 1)),
+    *[
+        st.tuples(
+            st.just("ACK"), st.sampled_from(CONSUMERS), st.lists(st.integers(0, ENTRIES - 1), max_size=3)
+        )
+    ]
+    * 3,
+    st.tuples(
+        st.just("ACK"),
+        st.sampled_from((*CONSUMERS, 9)),
+        st.lists(st.tuples(st.integers(-1, ENTRIES + 1), st.booleans()), min_size=1, max_size=2),
+    ),
+    st.tuples(st.just("PUBLISH")),
+    st.tuples(st.just("NACK"), st.sampled_from(CONSUMERS), st.lists(st.integers(0, ENTRIES - 1), max_size=2)),
+    st.tuples(
+        st.just("REDELIVER"), st.sampled_from(CONSUMERS), st.lists(st.integers(0, ENTRIES - 1), max_size=2)
+    ),
+    st.tuples(st.just("CLOSE_CONSUMER"), st.sampled_from(CONSUMERS)),
+    st.tuples(st.just("SUBSCRIBE"), st.sampled_from(CONSUMERS)),
+    st.tuples(st.just("WAIT"), st.integers(0, 2000)),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(busy, min_size=20, max_size=120),
+    st.sampled_from(["Shared", "Key_Shared"]),
+    st.booleans(),
+    st.integers(0, 3),
+    st.data(),
+)
+def test_shared_runs_give_the_same_as_plain_calls(ops, sub_type, implicit, limit_choice, data):
+    """Long stretches of DISPATCHes and acks of whole entries on a Shared or Key_Shared
+    subscription, which ``Subscription.apply_run`` takes in one loop: an entry sent again to
+    another consumer, acks by a consumer that does not hold the entry, acks and dispatches beyond
+    the last entry or of entries that do not exist, nack and ack-timeout timers falling due inside
+    a run (consumer 3 has a 3 s ack timeout), replays, and a limit of unacked messages per
+    consumer low enough to block and unblock consumers."""
+    events = _stream([("SUBSCRIBE", 1), ("SUBSCRIBE", 2), ("SUBSCRIBE", 3), *ops], sub_type)
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(events) - 1), max_size=3)))
+    batches = [
+        EventBatch.from_records(events[lo:hi])
+        for lo, hi in zip([0, *cuts], [*cuts, len(events)], strict=True)
+    ]
+    limit = (0, 2, 4, 50_000)[limit_choice]
+    cfg = EngineSettings(implicit_consumers=implicit, max_unacked_messages_per_consumer=limit)
+    both_ways(batches, cfg)
+
+
+@pytest.mark.parametrize("sub_type", ["Shared", "Key_Shared"])
+def test_an_ack_set_in_a_run_drops_the_redelivery_count(sub_type):
+    """Entry 0 (a batch of 4) is sent, handed back by a redeliver (its redelivery count becomes
+    1), sent again, then acked index by index inside a run: with batch-index acks off that ack
+    only drops the count, which the next dispatch of the entry would otherwise carry."""
+    ops = [
+        *[("PUBLISH",)] * 6,
+        ("DISPATCH", 1, 0),
+        ("REDELIVER", 1, [0]),
+        ("DISPATCH", 1, 0),
+        *[("DISPATCH", 2, k) for k in range(1, 6)],
+        ("ACK", 1, [(0, True), (1, False)]),
+        *[("ACK", 2, [k]) for k in range(2, 6)],
+        ("DISPATCH", 2, 0),
+    ]
+    events = _stream([("SUBSCRIBE", 1), ("SUBSCRIBE", 2), *ops], sub_type)
+    both_ways([EventBatch.from_records(events[:12]), EventBatch.from_records(events[12:])], EngineSettings())
+
+
+@pytest.mark.parametrize("sub_type", ["Shared", "Key_Shared"])
+def test_a_timer_set_inside_a_run_fires_inside_it(sub_type):
+    """Consumer 3's ack timeout (3 s) starts with a DISPATCH inside a run and falls due inside
+    the same run, before entry 2 is sent again to consumer 1: the timer hands it back first,
+    so that DISPATCH delivers a replay. The next batch's run has an ack as consumer 1's only
+    change, which its changed consumers must still name."""
+    ops = [
+        *[("PUBLISH",)] * 7,
+        ("DISPATCH", 1, 0),
+        ("DISPATCH", 2, 1),
+        ("DISPATCH", 3, 2),
+        ("ACK", 1, [0]),
+        ("ACK", 2, [1]),
+        ("DISPATCH", 1, 3),
+        ("DISPATCH", 2, 4),
+        ("WAIT", 3500),
+        ("DISPATCH", 1, 2),
+        ("ACK", 2, [4]),
+        ("ACK", 1, [3]),
+        ("ACK", 1, [2]),
+        *[("DISPATCH", 2, 5), ("ACK", 2, [5]), ("DISPATCH", 2, 6), ("ACK", 2, [6])] * 2,
+    ]
+    events = _stream([("SUBSCRIBE", 1), ("SUBSCRIBE", 2), ("SUBSCRIBE", 3), *ops], sub_type)
+    cut = len(events) - 9  # the second batch: consumer 1's last ack, then consumer 2's events
+    batches = [EventBatch.from_records(events[:cut]), EventBatch.from_records(events[cut:])]
     both_ways(batches, EngineSettings())
 
 
