@@ -189,6 +189,15 @@ def _stream(ops: list[tuple], sub_type: str) -> list[dict[str, Any]]:
     return events
 
 
+def _cut(events: list[dict[str, Any]], data: st.DataObject, max_cuts: int) -> list[EventBatch]:
+    """``events`` as micro-batches, cut at up to ``max_cuts`` places hypothesis draws."""
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(len(events) - 1, 1)), max_size=max_cuts)))
+    return [
+        EventBatch.from_records(events[lo:hi])
+        for lo, hi in zip([0, *cuts], [*cuts, len(events)], strict=True)
+    ]
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(op, max_size=60),
@@ -199,11 +208,7 @@ def _stream(ops: list[tuple], sub_type: str) -> list[dict[str, Any]]:
 )
 def test_random_streams_give_the_same_as_plain_calls(ops, sub_type, batch_index, implicit, data):
     events = _stream([("SUBSCRIBE", 1), ("SUBSCRIBE", 2), *ops], sub_type)
-    cuts = sorted(data.draw(st.sets(st.integers(1, max(len(events) - 1, 1)), max_size=3)))
-    batches = [
-        EventBatch.from_records(events[lo:hi])
-        for lo, hi in zip([0, *cuts], [*cuts, len(events)], strict=True)
-    ]
+    batches = _cut(events, data, 3)
     cfg = EngineSettings(acknowledgment_at_batch_index_level_enabled=batch_index, implicit_consumers=implicit)
     both_ways(batches, cfg)
 
@@ -243,37 +248,15 @@ def test_long_epochs_give_the_same_as_plain_calls(ops, sub_type, close_one, data
     if close_one:
         ops = [*ops[:middle], ("CLOSE_CONSUMER", 1), *ops[middle:]]
     events = _stream([("SUBSCRIBE", 1), ("SUBSCRIBE", 2), ("SUBSCRIBE", 3), *ops], sub_type)
-    cuts = sorted(data.draw(st.sets(st.integers(1, len(events) - 1), max_size=2)))
-    batches = [
-        EventBatch.from_records(events[lo:hi])
-        for lo, hi in zip([0, *cuts], [*cuts, len(events)], strict=True)
-    ]
+    batches = _cut(events, data, 2)
     both_ways(batches, EngineSettings())
 
 
-busy = st.one_of(  # mostly DISPATCHes and whole-entry acks: the runs of Subscription.apply_run
-    *[st.tuples(st.just("DISPATCH"), st.sampled_from(CONSUMERS), st.integers(0, ENTRIES - 1))] * 4,
-    st.tuples(st.just("DISPATCH"), st.sampled_from((*CONSUMERS, 9)), st.integers(0, ENTRIES + 1)),
-    *[
-        st.tuples(
-            st.just("ACK"), st.sampled_from(CONSUMERS), st.lists(st.integers(0, ENTRIES - 1), max_size=3)
-        )
-    ]
-    * 3,
-    st.tuples(
-        st.just("ACK"),
-        st.sampled_from((*CONSUMERS, 9)),
-        st.lists(st.tuples(st.integers(-1, ENTRIES + 1), st.booleans()), min_size=1, max_size=2),
-    ),
-    st.tuples(st.just("PUBLISH")),
-    st.tuples(st.just("NACK"), st.sampled_from(CONSUMERS), st.lists(st.integers(0, ENTRIES - 1), max_size=2)),
-    st.tuples(
-        st.just("REDELIVER"), st.sampled_from(CONSUMERS), st.lists(st.integers(0, ENTRIES - 1), max_size=2)
-    ),
-    st.tuples(st.just("CLOSE_CONSUMER"), st.sampled_from(CONSUMERS)),
-    st.tuples(st.just("SUBSCRIBE"), st.sampled_from(CONSUMERS)),
-    st.tuples(st.just("WAIT"), st.integers(0, 2000)),
-)
+dispatch_op = st.tuples(st.just("DISPATCH"), st.sampled_from(CONSUMERS), st.integers(0, ENTRIES - 1))
+entries = st.lists(st.integers(0, ENTRIES - 1), max_size=3)
+ack_op = st.tuples(st.just("ACK"), st.sampled_from(CONSUMERS), entries)
+# mostly DISPATCHes and whole-entry acks (Subscription.apply_run's runs), else any op
+busy = st.one_of(*[dispatch_op] * 4, *[ack_op] * 3, op)
 
 
 @settings(max_examples=200, deadline=None)
@@ -292,11 +275,7 @@ def test_shared_runs_give_the_same_as_plain_calls(ops, sub_type, implicit, limit
     a run (consumer 3 has a 3 s ack timeout), replays, and a limit of unacked messages per
     consumer low enough to block and unblock consumers."""
     events = _stream([("SUBSCRIBE", 1), ("SUBSCRIBE", 2), ("SUBSCRIBE", 3), *ops], sub_type)
-    cuts = sorted(data.draw(st.sets(st.integers(1, len(events) - 1), max_size=3)))
-    batches = [
-        EventBatch.from_records(events[lo:hi])
-        for lo, hi in zip([0, *cuts], [*cuts, len(events)], strict=True)
-    ]
+    batches = _cut(events, data, 3)
     limit = (0, 2, 4, 50_000)[limit_choice]
     cfg = EngineSettings(implicit_consumers=implicit, max_unacked_messages_per_consumer=limit)
     both_ways(batches, cfg)
