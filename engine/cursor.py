@@ -390,6 +390,31 @@ class Cursor:
             if self.batch_acks:  # ackBatchPosition may have recorded state below mark-delete
                 self._align_batch_acks()
 
+    def mark_delete_run(self, positions: list[Position], lacs: list[Position], start: int, stop: int) -> int:
+        """``ack_cumulative`` of the whole-entry positions ``positions[start:stop]`` in order, each
+        with the last published entry of its time (``lacs``), for as long as each only moves
+        mark-delete: with no acked range and no batch state there is nothing to extend over or
+        purge (``_set_acknowledged_position``), and no call's lines but the assignment run. It
+        stops at a position beyond its last published entry or below mark-delete, which the
+        plain call refuses. Returns the index of the first position it did not apply.
+
+        One loop for the run instead of a chain of four calls per ack: a quarter of the generated
+        mix's acks are an Exclusive or Failover consumer's cumulative acks, in long runs.
+        ``tests/engine/test_fast_paths.py`` holds it to the plain calls.
+        """
+        if self.acked or self.batch_acks:
+            return start
+        md = self.mark_delete
+        k = start
+        while k < stop:
+            pos = positions[k]
+            if pos > lacs[k] or pos < md:
+                break
+            md = pos
+            k += 1
+        self.mark_delete = md
+        return k
+
     def _ack_batch_position(
         self,
         mid: MessageId,

@@ -82,6 +82,7 @@ from engine.subscription import (
 from engine.subscription import (
     RUN_ACK,
     RUN_ACKS,
+    RUN_CUMULATIVE,
     RUN_DISPATCH,
     RUN_PARTIAL_ACKS,
     TYPE_BEFORE_DISPATCHER,
@@ -600,13 +601,18 @@ class PartitionState:
         SUBSCRIBE) goes through ``_ordered_event``, the only place that creates a cursor or a
         subscription, after which both are looked up again.
 
-        Three shortcuts keep the per-event work small, each exact:
+        Four shortcuts keep the per-event work small, each exact:
 
         * on a Shared or Key_Shared subscription with batch-index acks off, each run of
           DISPATCHes and individual acks is handed to ``Subscription.apply_run``, which applies
           them in one loop with the consumer side of ``dispatch`` and ``ack_entry`` written out,
           staging the acks' positions; it stops at the first event it cannot take (a refusal, a
           timer due, a consumer to attach, a cursor that cannot stage), which is applied below;
+        * on an Exclusive or Failover subscription with batch-index acks off, each run of
+          cumulative acks of one whole entry from connected consumers, before the next timer
+          (``Subscription.cumulative_run_end``), moves mark-delete in one loop
+          (``Cursor.mark_delete_run``) while the cursor has no acked range or batch state; it
+          stops where the plain call would refuse or do more;
 
         * the cursor side of individual acks is staged (``Cursor.stage_ack``) and applied at
           once (``Cursor.apply_staged``) before anything that reads the cursor: a timer, an
@@ -628,15 +634,26 @@ class PartitionState:
         staged = _StagedAcks(self.ledgers, enabled)
         acked = False  # an individual ack was applied: the name joins result.changed at the end
         # runs of DISPATCHes and individual acks on a Shared or Key_Shared subscription
-        # (Subscription.apply_run), their lists built when the first one is met
+        # (Subscription.apply_run), of cumulative acks on an Exclusive or Failover one
+        # (Cursor.mark_delete_run); their lists built when the first run is met
         runs = len(events) >= _MIN_RUN and not enabled
         run: RunEvents | None = None
         k, n = 0, len(events)
         while k < n:
-            if runs and cursor is not None and sub is not None and cursor.sub_type in _INDIVIDUAL_ACK_MODES:
+            if runs and cursor is not None and sub is not None:
                 if run is None:
                     run = self._run_events(events, lacs, clocks, cols)
-                if run.kinds[k]:
+                shared = cursor.sub_type in _INDIVIDUAL_ACK_MODES
+                if not shared and run.kinds[k] == RUN_CUMULATIVE:
+                    end = sub.cumulative_run_end(run, k)
+                    if end > k:
+                        staged.flush(cursor)  # as before a cumulative ack
+                        taken = cursor.mark_delete_run(run.targets, lacs, k, end)
+                        if taken > k:
+                            result.changed.add(name)
+                            k = taken
+                            continue
+                elif shared and run.kinds[k] > 0:
                     if run.hashes is None and cursor.sub_type == "Key_Shared":
                         run.hashes = [
                             cols.sticky_key_hash(i) if kind == RUN_DISPATCH else 0
@@ -733,26 +750,34 @@ class PartitionState:
     def _run_events(
         self, events: list[int], lacs: list[Position], clocks: list[int], cols: _EventColumns
     ) -> RunEvents:
-        """``events`` (batch indices) as ``Subscription.apply_run`` reads them, as lists in the
-        segment's order: which are a DISPATCH or an individual ACK with at least one id, and the
-        position or positions each names."""
+        """``events`` (batch indices) as ``Subscription.apply_run`` and
+        ``Subscription.cumulative_run_end`` read them, as lists in the segment's order: which are
+        a DISPATCH, an individual ACK with at least one id or a cumulative ACK of one whole
+        entry, and the position or positions each names."""
         batch = cols._batch
         at = np.asarray(events, dtype=np.int64)
         types = batch.type[at]
         lo, hi = batch.msg_offsets[at], batch.msg_offsets[at + 1]
         sets = batch.ackset_offsets
-        acks = (types == ACK) & (batch.ack_type[at] == ACK_INDIVIDUAL) & (hi > lo)
+        ack_types = batch.ack_type[at]
+        acks = (types == ACK) & (ack_types == ACK_INDIVIDUAL) & (hi > lo)
         whole = sets[lo] == sets[hi]
+        cumulative = (types == ACK) & (ack_types == ACK_CUMULATIVE) & (hi - lo == 1) & whole
         kinds = np.where(
             types == DISPATCH,
             RUN_DISPATCH,
-            np.where(acks, np.where(whole, np.where(hi - lo == 1, RUN_ACK, RUN_ACKS), RUN_PARTIAL_ACKS), 0),
+            np.where(
+                acks,
+                np.where(whole, np.where(hi - lo == 1, RUN_ACK, RUN_ACKS), RUN_PARTIAL_ACKS),
+                np.where(cumulative, RUN_CUMULATIVE, 0),
+            ),
         )
         ledger, entry = batch.ledger_id[at], batch.entry_id[at]
-        if acks.any():  # an ACK's first id, in place of its (unused) entry columns
-            first = np.where(acks, lo, 0)
-            ledger = np.where(acks, batch.msg_ledger[first], ledger)
-            entry = np.where(acks, batch.msg_entry[first], entry)
+        named = acks | cumulative
+        if named.any():  # an ACK's first id, in place of its (unused) entry columns
+            first = np.where(named, lo, 0)
+            ledger = np.where(named, batch.msg_ledger[first], ledger)
+            entry = np.where(named, batch.msg_entry[first], entry)
         targets: list[object] = positions_of(ledger.tolist(), entry.tolist())
         several = np.flatnonzero(kinds >= RUN_ACKS)
         if several.size:

@@ -158,9 +158,12 @@ class BulkReplay:
         )
 
 
-RUN_DISPATCH, RUN_ACK, RUN_ACKS, RUN_PARTIAL_ACKS = 1, 2, 3, 4
+RUN_DISPATCH, RUN_ACK, RUN_ACKS, RUN_PARTIAL_ACKS, RUN_CUMULATIVE = 1, 2, 3, 4, -1
 """``RunEvents.kinds``: a DISPATCH; an individual ACK of one whole entry; of several whole
-entries; of ids some of which carry an ack set (0: any other event, which ends a run)."""
+entries; of ids some of which carry an ack set (each taken by ``Subscription.apply_run``); a
+cumulative ACK of one whole entry (``Subscription.cumulative_run_end`` and
+``Cursor.mark_delete_run``, on an Exclusive or Failover subscription). 0: any other event,
+which ends a run; ``apply_run`` stops at a kind that is not positive."""
 
 
 @dataclass(slots=True)
@@ -770,7 +773,7 @@ class Subscription:
         last = -1
         for k in range(start, len(kinds)):  # k: the stop index after a break
             kind = kinds[k]
-            if not kind:
+            if kind <= 0:
                 break
             consumer_id = consumer_ids[k]
             consumer = consumers.get(consumer_id)
@@ -887,6 +890,29 @@ class Subscription:
         else:
             return len(kinds), last
         return k, last
+
+    def cumulative_run_end(self, run: RunEvents, start: int) -> int:
+        """Where the run of cumulative acks that starts at ``run``'s event ``start`` ends, as far
+        as this subscription decides: at the first event that is no cumulative ack of one whole
+        entry (``RUN_CUMULATIVE``) or whose consumer is not connected (the plain path refuses
+        it, or attaches it implicitly).
+
+        On an Exclusive or Failover subscription a cumulative ack's consumer side is only that
+        check (``Consumer.messageAcked``). Such a subscription has no client timer either: nacks
+        and pending acks are kept for Shared and Key_Shared only, and a subscription changes its
+        type only once every consumer, with its timers, has left. Should one have a timer, there
+        is no run, and the plain path keeps its order. The cursor side of the run is
+        ``Cursor.mark_delete_run``. On the generated mix nearly every event of these
+        subscriptions that is not dropped as inert is such an ack, a quarter of all its acks.
+        """
+        if self.next_due() is not None:
+            return start
+        kinds, consumer_ids = run.kinds, run.consumer_ids
+        consumers = self.consumers
+        for k in range(start, len(kinds)):
+            if kinds[k] != RUN_CUMULATIVE or consumer_ids[k] not in consumers:
+                return k
+        return len(kinds)
 
     def _acked_pending(self, consumer_id: int, pos: Position) -> tuple[Consumer | None, PendingAck | None]:
         """The pending ack an individual ack of ``pos`` by ``consumer_id`` removes, and whose it

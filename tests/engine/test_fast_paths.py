@@ -5,7 +5,8 @@
 command of one such id; applied at once by ``Cursor.apply_staged``), takes the consumer side
 of a whole-entry id through ``Subscription.ack_entry``, passes over the DISPATCHes that
 change nothing (``Subscription.dispatch_is_inert``) and applies a Shared or Key_Shared
-subscription's runs of DISPATCHes and individual acks in one loop (``Subscription.apply_run``).
+subscription's runs of DISPATCHes and individual acks in one loop (``Subscription.apply_run``),
+and an Exclusive or Failover subscription's runs of cumulative acks (``Cursor.mark_delete_run``).
 All are exact claims, so switching them off (the plain ``Cursor.ack`` per call,
 ``Subscription.ack`` per id, ``Subscription.dispatch`` per DISPATCH, no run) must give
 byte-identical state, the same changes per batch, and the same rejects in the same order, on
@@ -48,12 +49,14 @@ def _ack_entry_through_ack(
 @contextmanager
 def plain_calls() -> Iterator[None]:
     """Every ack call through ``Cursor.ack``, every id through ``Subscription.ack``, every
-    DISPATCH through ``Subscription.dispatch``: no run through ``Subscription.apply_run``."""
+    DISPATCH through ``Subscription.dispatch``: no run through ``Subscription.apply_run``, no
+    cumulative ack through ``Cursor.mark_delete_run``."""
     with (
         mock.patch.object(Cursor, "can_stage_acks", lambda self, enabled, ledgers: False),
         mock.patch.object(Subscription, "ack_entry", _ack_entry_through_ack),
         mock.patch.object(Subscription, "dispatch_is_inert", lambda self, cursor: False),
         mock.patch.object(Subscription, "apply_run", lambda self, cursor, run, start, *rest: (start, -1)),
+        mock.patch.object(Cursor, "mark_delete_run", lambda self, positions, lacs, start, stop: start),
     ):
         yield
 
@@ -164,10 +167,15 @@ def _stream(ops: list[tuple], sub_type: str) -> list[dict[str, Any]]:
             ledger, entry = ledger_entry(item[2])
             base |= {"type": kind, "ledger_id": ledger, "entry_id": entry, "key": f"k{item[2] % 3}"}
             base["batch_size"] = 4 if item[2] % 3 == 0 else 1
-        elif kind == "CUMULATIVE":
-            ledger, entry = ledger_entry(item[2])
-            base |= {"type": "ACK", "ack_type": "Cumulative"}
-            base["message_ids"] = [{"ledger_id": ledger, "entry_id": entry}]
+        elif kind == "CUMULATIVE":  # of entry k, of (ledger, entry) as given, or of several
+            targets = item[2] if isinstance(item[2], list) else [item[2]]
+            ids = []
+            for target in targets:
+                ledger, entry = target if isinstance(target, tuple) else ledger_entry(target)
+                ids.append({"ledger_id": ledger, "entry_id": entry})
+            if len(item) > 3 and item[3]:  # the first id with an ack set: a batch's indexes 1 and 2
+                ids[0] |= {"batch_size": 4, "ack_set": [0b1001]}
+            base |= {"type": "ACK", "ack_type": "Cumulative", "message_ids": ids}
         elif kind == "ACK":
             ids = []
             for spec in item[2]:
@@ -326,6 +334,79 @@ def test_a_timer_set_inside_a_run_fires_inside_it(sub_type):
     cut = len(events) - 9  # the second batch: consumer 1's last ack, then consumer 2's events
     batches = [EventBatch.from_records(events[:cut]), EventBatch.from_records(events[cut:])]
     both_ways(batches, EngineSettings())
+
+
+cumulative_op = st.tuples(
+    st.just("CUMULATIVE"),
+    st.sampled_from((*CONSUMERS, 9)),
+    # entries 7:5 to 7:7 do not exist (ledger 7 ends at 7:4); 7:-1 is before its first
+    st.one_of(st.integers(0, ENTRIES + 1), st.tuples(st.just(7), st.integers(-1, 7))),
+)
+odd_cumulative_op = st.tuples(  # with an ack set, or of two ids (refused)
+    st.just("CUMULATIVE"),
+    st.sampled_from(CONSUMERS),
+    st.lists(st.integers(0, ENTRIES - 1), min_size=1, max_size=2),
+    st.booleans(),
+)
+# mostly cumulative acks (Cursor.mark_delete_run's runs), else any op
+cumulative_busy = st.one_of(*[cumulative_op] * 6, odd_cumulative_op, st.tuples(st.just("PUBLISH")), op)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(cumulative_busy, min_size=20, max_size=120),
+    st.sampled_from(["Exclusive", "Failover"]),
+    st.booleans(),
+    st.data(),
+)
+def test_cumulative_runs_give_the_same_as_plain_calls(ops, sub_type, implicit, data):
+    """Long stretches of cumulative acks on an Exclusive or Failover subscription, which
+    ``Cursor.mark_delete_run`` applies in one loop: acks below mark-delete and beyond the last
+    entry (refused), of entries that do not exist, from consumers that are not connected (9, and
+    2 and 3 on an Exclusive subscription, whose SUBSCRIBEs are refused), individual acks that
+    leave acked ranges for a later cumulative ack to extend over, and timers falling due."""
+    events = _stream([("SUBSCRIBE", 1), ("SUBSCRIBE", 2), ("SUBSCRIBE", 3), *ops], sub_type)
+    batches = _cut(events, data, 3)
+    both_ways(batches, EngineSettings(implicit_consumers=implicit))
+
+
+@pytest.mark.parametrize("sub_type", ["Exclusive", "Failover"])
+def test_a_cumulative_run_stops_where_the_plain_call_refuses_or_does_more(sub_type):
+    """A run of cumulative acks after two staged individual acks, with, inside it: acks below
+    mark-delete, beyond the last entry, with an ack set, of two ids, from a consumer that is not
+    connected (all refused), one of an entry that does not exist (7:6, taken), and individual
+    acks that leave an acked range, which the next cumulative ack extends over (mark-delete
+    8:1 becomes 8:3 by acking 8:2)."""
+    ops = [
+        *[("PUBLISH",)] * 4,  # 7:0 to 7:4 and 8:0
+        ("ACK", 1, [0]),
+        ("ACK", 1, [1]),  # staged, then applied before the run: mark-delete 7:1
+        *[("CUMULATIVE", 1, k) for k in range(3)],
+        ("CUMULATIVE", 1, 1),
+        ("CUMULATIVE", 1, 2, True),  # with an ack set it names 7:1, below mark-delete: refused
+        ("CUMULATIVE", 1, [2, 3]),  # two ids: refused
+        ("CUMULATIVE", 1, 7),
+        ("CUMULATIVE", 9, 3),
+        ("CUMULATIVE", 1, (7, 6)),
+        ("CUMULATIVE", 1, 3),
+        ("ACK", 1, [5]),
+        *[("PUBLISH",)] * 3,  # 8:1 to 8:3
+        ("ACK", 1, [8]),
+        *[("CUMULATIVE", 1, k) for k in (6, 7, 8)],
+        ("CUMULATIVE", 1, (7, 4)),
+    ]
+    events = _stream([("SUBSCRIBE", 1), ("SUBSCRIBE", 2), *ops], sub_type)
+    both_ways([EventBatch.from_records(events)], EngineSettings())
+    state = PartitionState(TOPIC, -1)
+    result = state.apply(EventBatch.from_records(events), EngineSettings())
+    assert [r.reason for r in result.rejects if r.reason != "exclusive_consumer_busy"] == [
+        *["mark_delete_before_mark_delete"] * 3,
+        "cumulative_ack_multiple_ids",
+        "ack_beyond_last_published",
+        "unknown_consumer",
+        *["mark_delete_before_mark_delete"] * 2,
+    ]
+    assert state.cursors["s"].mark_delete == P(8, 3)
 
 
 # ---- the cursor alone ---------------------------------------------------------------------
