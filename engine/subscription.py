@@ -24,7 +24,7 @@ import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import chain, compress, groupby, islice, repeat
-from operator import attrgetter, itemgetter
+from operator import attrgetter, itemgetter, not_
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -846,14 +846,19 @@ class Subscription:
                         break
                 if refused:
                     break
-            if holder or tracker or redeliveries or self._bulk or self.nacks:
-                for j, pos in enumerate(positions):  # ack_entry, written out
-                    if self._bulk:
-                        self._materialize()
-                    if wholes is not None and not wholes[j]:
-                        # ``ack`` of an id with an ack set, batch-index acks off: the tracker only
+            if wholes is not None:
+                # ``ack`` of an id with an ack set, batch-index acks off: the tracker only, and
+                # nothing to stage (``Cursor.stage_ack``); each id's steps touch only its entry
+                if self._bulk:
+                    self._materialize()
+                if tracker:
+                    for pos in compress(positions, map(not_, wholes)):
                         tracker.pop(pos, None)
-                        continue
+                positions = list(compress(positions, wholes))
+            if holder or tracker or redeliveries or self._bulk or self.nacks:
+                if self._bulk:
+                    self._materialize()
+                for pos in positions:  # ack_entry, written out
                     owner = consumer
                     pending = owner.pending.get(pos)
                     if pending is None:
@@ -878,14 +883,11 @@ class Subscription:
                         changed_consumers.add(owner_id)
                     if pos in redeliveries:
                         self._set_redelivery(pos, None)
-                    if self.nacks:
+                    if self.nacks and pos in map(_NACKED_POSITION, self.nacks):  # _drop_nacks_at's look
                         self._drop_nacks_at(pos)
                     if tracker:
                         tracker.pop(pos, None)
-            if wholes is None:
-                staged.extend(positions)
-            else:  # Cursor.stage_ack: an id with an ack set changes nothing with them off
-                staged.extend(compress(positions, wholes))
+            staged.extend(positions)
             last = k
         else:
             return len(kinds), last
