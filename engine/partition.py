@@ -797,7 +797,7 @@ class PartitionState:
             targets=targets,
             consumer_ids=batch.consumer_id[at].tolist(),
             batch_sizes=batch.batch_size[at].tolist(),
-            times=batch.event_time[at].tolist(),
+            times=list(map(cols.event_time.__getitem__, events)),  # the batch list's ints, no new ones
             clocks=clocks,
             lacs=lacs,
         )
