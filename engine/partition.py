@@ -655,10 +655,7 @@ class PartitionState:
                             continue
                 elif shared and run.kinds[k] > 0:
                     if run.hashes is None and cursor.sub_type == "Key_Shared":
-                        run.hashes = [
-                            cols.sticky_key_hash(i) if kind == RUN_DISPATCH else 0
-                            for i, kind in zip(events, run.kinds, strict=True)
-                        ]
+                        run.hashes = cols.sticky_key_hashes(events)
                     k_run, last = sub.apply_run(
                         cursor,
                         run,
@@ -1500,9 +1497,11 @@ class _EventColumns:
         self.event_time: list[int] = batch.event_time.tolist()
         self.consumer_id: list[int] = batch.consumer_id.tolist()
         self.batch_size: list[int] = batch.batch_size.tolist()
-        self.key: list[str | None] = batch.key.tolist()
+        # read by a Key_Shared DISPATCH outside a run (once per key, then cached) and by an id
+        # with an ack set: indexed in the arrays rather than made into lists every batch
+        self.key: np.ndarray = batch.key  # objects: an item is the key itself
         self.msg_offsets: list[int] = batch.msg_offsets.tolist()
-        self.msg_batch_size: list[int] = batch.msg_batch_size.tolist()
+        self.msg_batch_size = _IntsAt(batch.msg_batch_size)
         self.ackset_offsets: list[int] = batch.ackset_offsets.tolist()
         self._sticky: dict[str | None, int] = {}
         self._msg_positions: list[Position] | None = None
@@ -1532,6 +1531,16 @@ class _EventColumns:
         at = at[batch.type[at] == DISPATCH]
         named = positions_of(batch.ledger_id[at].tolist(), batch.entry_id[at].tolist())
         return dict(zip(at.tolist(), named, strict=True))
+
+    def sticky_key_hashes(self, events: list[int]) -> list[int]:
+        """``sticky_key_hash`` of each event's key, by lookups in C: each distinct key of the
+        events is hashed once per batch first (events that are no DISPATCH carry no key, so
+        theirs is the hash of None, which nothing reads)."""
+        keys = self.key[events].tolist()
+        cache = self._sticky
+        for key in set(keys).difference(cache):
+            cache[key] = sticky_key_hash(key)
+        return list(map(cache.__getitem__, keys))
 
     def sticky_key_hash(self, i: int) -> int:
         """``sticky_key_hash`` of event i's key. Murmur3 in Python costs microseconds and a
