@@ -1497,11 +1497,9 @@ class _EventColumns:
         self.event_time: list[int] = batch.event_time.tolist()
         self.consumer_id: list[int] = batch.consumer_id.tolist()
         self.batch_size: list[int] = batch.batch_size.tolist()
-        # read by a Key_Shared DISPATCH outside a run (once per key, then cached) and by an id
-        # with an ack set: indexed in the arrays rather than made into lists every batch
-        self.key: np.ndarray = batch.key  # objects: an item is the key itself
+        self.key: list[str | None] = batch.key.tolist()
         self.msg_offsets: list[int] = batch.msg_offsets.tolist()
-        self.msg_batch_size = _IntsAt(batch.msg_batch_size)
+        self.msg_batch_size: list[int] = batch.msg_batch_size.tolist()
         self.ackset_offsets: list[int] = batch.ackset_offsets.tolist()
         self._sticky: dict[str | None, int] = {}
         self._msg_positions: list[Position] | None = None
@@ -1536,7 +1534,7 @@ class _EventColumns:
         """``sticky_key_hash`` of each event's key, by lookups in C: each distinct key of the
         events is hashed once per batch first (events that are no DISPATCH carry no key, so
         theirs is the hash of None, which nothing reads)."""
-        keys = self.key[events].tolist()
+        keys = list(map(self.key.__getitem__, events))
         cache = self._sticky
         for key in set(keys).difference(cache):
             cache[key] = sticky_key_hash(key)
