@@ -22,38 +22,28 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.bench.generate import iter_events
-from jobs.ingest.batch import BatchWriter
-from jobs.ingest.options import IngestOptions
-from jobs.ingest.query import start_ingest
 from jobs.platform.config import load_config
 from jobs.platform.jars import find_delta_jars
 from tests.cluster.standalone import SPARK_HOME, StandaloneCluster
 from tests.jobs.ingest.killed_cli import KILL_AT_ENV
-from tests.jobs.warehouse import BATCH_FIGURES, assert_same_tables, snapshot, write_events
+from tests.jobs.warehouse import BATCH_FIGURES, assert_same_tables, reference_warehouse, snapshot
 from tests.jobs.warehouse import LINEAGE as WRITER_LINEAGE
 
 LINEAGE = WRITER_LINEAGE | BATCH_FIGURES  # the runs cut the input into micro-batches differently
-FILES = 2
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    events = list(iter_events(events=1500, topics=3, partitions=2, subscriptions_per_topic=2, seed=11))
-    path = tmp_path_factory.mktemp("events")
-    size = -(-len(events) // FILES)
-    write_events(path, [events[i : i + size] for i in range(0, len(events), size)])
-    return path
+def source(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's reference events (``REFERENCE_FILES`` files: the micro-batches of a run)."""
+    return reference_warehouse(spark, tmp_path_factory.getbasetemp())[0]
 
 
 @pytest.fixture(scope="module")
-def local_tables(spark: SparkSession, source: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    warehouse = tmp_path_factory.mktemp("local") / "warehouse"
-    options = IngestOptions(source=str(source), warehouse=warehouse, max_files_per_trigger=1)
-    query = start_ingest(spark, options, BatchWriter(options))
-    query.awaitTermination()
-    assert query.exception() is None, query.exception()
+def local_tables(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The tables a local[2] run makes of ``source``: the session's reference warehouse, which
+    tests/s3 compares with too (one local ingest for both)."""
+    warehouse = reference_warehouse(spark, tmp_path_factory.getbasetemp())[1]
     return snapshot(spark, warehouse, exclude=LINEAGE)
 
 
@@ -123,8 +113,15 @@ def test_spark_submit_with_py_files_gives_the_local_tables(
     spark: SparkSession, cluster: StandaloneCluster, source: Path, local_tables: dict, tmp_path: Path
 ) -> None:
     python = bare_python(tmp_path / "bare")
+    # nor through $PYTHONPATH (a run from a git worktree sets it to the checkout): the bare
+    # Python, driver and executors alike, must find ackstate in the zip only
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH")
+    }
     probe = "import pandas, pyarrow, pyroaring\ntry:\n    import engine\nexcept ImportError:\n    print('no')"
-    found = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, cwd=tmp_path)
+    found = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert found.stdout == "no\n", found.stderr
     # the command the README gives
     subprocess.run(
@@ -151,7 +148,6 @@ def test_spark_submit_with_py_files_gives_the_local_tables(
         str(REPO_ROOT / "jobs" / "ingest" / "__main__.py"),
         "--source", str(source), "--warehouse", str(warehouse), "--max-files-per-trigger", "1",
     ]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     earlier = set(cluster.executor_logs())
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -20,7 +20,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from engine import EngineSettings
-from jobs.bench.generate import generate
+from jobs.bench.generate import generate, iter_events
 from jobs.ingest.batch import BatchWriter
 from jobs.ingest.options import IngestOptions
 from jobs.ingest.query import start_ingest
@@ -29,6 +29,8 @@ from schemas.tables import TABLES
 
 DEMO_FILES = 3
 _DEMO: dict[str, Path] = {}
+REFERENCE_FILES = 2
+_REFERENCE: dict[str, tuple[Path, Path]] = {}
 
 LINEAGE = frozenset(
     {"query_id", "batch_id", "updated_at", "rejected_at", "started_at", "finished_at", "duration_ms",
@@ -126,6 +128,28 @@ def demo_warehouse(spark: SparkSession, root: Path) -> Path:
         ingest(spark, source, warehouse)
         _DEMO["demo"] = warehouse
     return _DEMO["demo"]
+
+
+def reference_warehouse(spark: SparkSession, root: Path) -> tuple[Path, Path]:
+    """1,500 generated events (3 topics x 2 partitions, 2 subscriptions each) in
+    ``REFERENCE_FILES`` files, and the warehouse a local ingest makes of them, one micro-batch
+    per file: ``(events, warehouse)``, built once per session under ``root``.
+
+    The tests that run these events somewhere else (a Spark standalone cluster, S3) compare
+    with it; one local run of a few micro-batches serves them all instead of one per module.
+    Read only: a test that changes it works on a ``copy``.
+    """
+    if "reference" not in _REFERENCE:
+        source, warehouse = root / "reference-events", root / "reference-warehouse"
+        events = list(iter_events(events=1500, topics=3, partitions=2, subscriptions_per_topic=2, seed=7))
+        size = -(-len(events) // REFERENCE_FILES)
+        write_events(source, [events[i : i + size] for i in range(0, len(events), size)])
+        options = IngestOptions(source=str(source), warehouse=warehouse, max_files_per_trigger=1)
+        query = start_ingest(spark, options, BatchWriter(options))
+        query.awaitTermination()
+        assert query.exception() is None, query.exception()
+        _REFERENCE["reference"] = (source, warehouse)
+    return _REFERENCE["reference"]
 
 
 def copy(warehouse: Path, to: Path) -> Path:

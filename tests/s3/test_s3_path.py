@@ -18,20 +18,18 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.bench.generate import iter_events
 from jobs.cli import main
 from jobs.compact.compaction import CompactOptions
 from jobs.ingest.batch import BatchWriter
 from jobs.ingest.options import IngestOptions
 from jobs.ingest.query import start_ingest
 from jobs.platform import checkpoints
-from tests.jobs.warehouse import BATCH_FIGURES, assert_same_tables, snapshot, write_events
+from tests.jobs.warehouse import BATCH_FIGURES, assert_same_tables, reference_warehouse, snapshot
 from tests.jobs.warehouse import LINEAGE as WRITER_LINEAGE
 from tests.s3.conftest import BUCKET
 from tests.s3.server import S3Server
 
 LINEAGE = WRITER_LINEAGE | BATCH_FIGURES  # the runs cut the input into micro-batches differently
-FILES = 2
 WAREHOUSE = f"s3a://{BUCKET}/warehouse"
 CHECKPOINT = f"s3a://{BUCKET}/checkpoints/ingest-one"
 QUERY = (
@@ -41,13 +39,11 @@ QUERY = (
 
 
 @pytest.fixture(scope="module")
-def source(tmp_path_factory: pytest.TempPathFactory, s3: S3Server) -> Path:
-    """The events as local files, and the same files under ``s3a://<bucket>/events``, put one
-    second apart: the stream reads files in modification order, which S3 keeps to the second."""
-    events = list(iter_events(events=1500, topics=3, partitions=2, subscriptions_per_topic=2, seed=7))
-    path = tmp_path_factory.mktemp("events")
-    size = -(-len(events) // FILES)
-    write_events(path, [events[i : i + size] for i in range(0, len(events), size)])
+def source(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, s3: S3Server) -> Path:
+    """The session's reference events as local files, and the same files under
+    ``s3a://<bucket>/events``, put one second apart: the stream reads files in modification
+    order, which S3 keeps to the second."""
+    path = reference_warehouse(spark, tmp_path_factory.getbasetemp())[0]
     client = s3.client()
     for k, file in enumerate(sorted(path.glob("*.jsonl"))):
         if k:
@@ -57,13 +53,10 @@ def source(tmp_path_factory: pytest.TempPathFactory, s3: S3Server) -> Path:
 
 
 @pytest.fixture(scope="module")
-def local_warehouse(spark: SparkSession, source: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    warehouse = tmp_path_factory.mktemp("local") / "warehouse"
-    options = IngestOptions(source=str(source), warehouse=warehouse, max_files_per_trigger=1)
-    query = start_ingest(spark, options, BatchWriter(options))
-    query.awaitTermination()
-    assert query.exception() is None, query.exception()
-    return warehouse
+def local_warehouse(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What a local ingest makes of ``source``: the session's reference warehouse, which
+    tests/cluster compares with too (one local ingest for both). Only read here."""
+    return reference_warehouse(spark, tmp_path_factory.getbasetemp())[1]
 
 
 def ackstate(conf: Path, *args: str) -> str:
