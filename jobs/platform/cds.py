@@ -25,6 +25,7 @@ both stats reads (so the classes those load are in it). A session never builds o
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shlex
@@ -41,8 +42,8 @@ from jobs.platform.java import java_version_text, require_java, spark_jars_dir
 ARCHIVE_DIR = "cds"
 """The folder of the jar cache that holds the archives and the empty ``SPARK_CONF_DIR``."""
 KEEP_ARCHIVES = 3
-"""Archives kept in the jar cache: one per virtual environment that ran ``ackstate setup``
-lately (``drop_old_archives``)."""
+"""Archives kept in the jar cache: one per virtual environment that started a session or ran
+``ackstate setup`` lately (``drop_old_archives``)."""
 
 _OWN_OPTIONS = ("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit", "-Xshare")
 """Options by which a caller already chose what the JVM does with archives."""
@@ -99,6 +100,7 @@ def driver_launch(
         if candidate.is_file():
             archive = candidate
             options += [f"-XX:SharedArchiveFile={shlex.quote(str(candidate))}", *_QUIET]
+            mark_used(candidate)
     return DriverLaunch(str(ours), tuple(options), archive)
 
 
@@ -131,8 +133,18 @@ def ensure_archive(
     return path, time.monotonic() - started
 
 
+def mark_used(archive: Path) -> None:
+    """Set the archive's modification time to now, the order ``drop_old_archives`` keeps by.
+
+    Without it the order was the dump's: on a machine where clean clones are set up again and
+    again beside one checkout (a CI runner), three such setups deleted the checkout's archive
+    though its sessions used it every day. A cache that cannot be written is left as it is."""
+    with contextlib.suppress(OSError):
+        os.utime(archive)
+
+
 def drop_old_archives(directory: Path, keep: int = KEEP_ARCHIVES) -> None:
-    """Delete all but the ``keep`` newest archives (150-200 MB each).
+    """Delete all but the ``keep`` archives used last (150-200 MB each; ``mark_used``).
 
     Each virtual environment has its own class path, so its own archive: a checkout and a clean
     clone set up beside it on one machine share the jar cache. Keeping only the newest archive

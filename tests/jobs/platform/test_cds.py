@@ -73,6 +73,24 @@ def test_the_newest_archives_are_kept_and_the_others_deleted(tmp_path: Path) -> 
     assert sorted(p.name for p in tmp_path.iterdir()) == [*names[2:], "other.log"]
 
 
+def test_an_archive_a_session_starts_with_is_kept_before_newer_dumps(java, tmp_path: Path) -> None:
+    """The archive of an environment that keeps starting sessions outlives three later setups
+    of other environments (a CI runner's clean clones beside a checkout)."""
+    used = archive_path(java, "", tmp_path)
+    used.parent.mkdir(parents=True, exist_ok=True)
+    used.write_bytes(b"")
+    os.utime(used, ns=(0, 0))
+    others = [used.parent / f"driver-{i:016x}.jsa" for i in range(3)]
+    for i, other in enumerate(others, 1):
+        other.write_bytes(b"")
+        os.utime(other, ns=(i * 10**9, i * 10**9))
+    assert driver_launch(java, "", "", tmp_path).archive == used
+    drop_old_archives(used.parent, keep=3)
+    assert sorted(p.name for p in used.parent.glob("driver-*.jsa")) == sorted(
+        [used.name, others[1].name, others[2].name]
+    )
+
+
 def test_a_users_spark_conf_dir_is_left_alone(java, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "mine"))
     launch = driver_launch(java, "", "", tmp_path)
