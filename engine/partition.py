@@ -608,9 +608,9 @@ class PartitionState:
           them in one loop with the consumer side of ``dispatch`` and ``ack_entry`` written out,
           staging the acks' positions; it stops at the first event it cannot take (a refusal, a
           timer due, a consumer to attach, a cursor that cannot stage), which is applied below;
-        * on an Exclusive or Failover subscription with batch-index acks off, each run of
-          cumulative acks of one whole entry from connected consumers, before the next timer
-          (``Subscription.cumulative_run_end``), moves mark-delete in one loop
+        * on an Exclusive or Failover subscription (which has no client timer) with batch-index
+          acks off, each run of cumulative acks of one whole entry from connected consumers
+          (``Subscription.cumulative_run_end``) moves mark-delete in one loop
           (``Cursor.mark_delete_run``) while the cursor has no acked range or batch state; it
           stops where the plain call would refuse or do more;
 
