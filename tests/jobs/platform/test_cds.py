@@ -73,7 +73,9 @@ def test_the_newest_archives_are_kept_and_the_others_deleted(tmp_path: Path) -> 
     assert sorted(p.name for p in tmp_path.iterdir()) == [*names[2:], "other.log"]
 
 
-def test_an_archive_a_session_starts_with_is_kept_before_newer_dumps(java, tmp_path: Path) -> None:
+def test_an_archive_a_session_starts_with_is_kept_before_newer_dumps(
+    java, tmp_path: Path, own_conf_dir
+) -> None:
     """The archive of an environment that keeps starting sessions outlives three later setups
     of other environments (a CI runner's clean clones beside a checkout)."""
     used = archive_path(java, "", tmp_path)
