@@ -144,10 +144,7 @@ def reference_warehouse(spark: SparkSession, root: Path) -> tuple[Path, Path]:
         events = list(iter_events(events=1500, topics=3, partitions=2, subscriptions_per_topic=2, seed=7))
         size = -(-len(events) // REFERENCE_FILES)
         write_events(source, [events[i : i + size] for i in range(0, len(events), size)])
-        options = IngestOptions(source=str(source), warehouse=warehouse, max_files_per_trigger=1)
-        query = start_ingest(spark, options, BatchWriter(options))
-        query.awaitTermination()
-        assert query.exception() is None, query.exception()
+        ingest(spark, source, warehouse)
         _REFERENCE["reference"] = (source, warehouse)
     return _REFERENCE["reference"]
 
