@@ -11,7 +11,7 @@ from engine.errors import CorruptState, EngineRefusal
 from engine.events import EventBatch
 from engine.ledgers import Ledgers
 from engine.partition import ApplyResult, PartitionState, Reject, TrimResult
-from engine.position import EARLIEST, Position
+from engine.position import EARLIEST, Position, parse_position, position_text
 from engine.rangeset import AckRangeSet
 from engine.settings import EngineSettings
 
@@ -33,4 +33,6 @@ __all__ = [
     "Receipt",
     "Reject",
     "TrimResult",
+    "parse_position",
+    "position_text",
 ]

@@ -35,7 +35,7 @@ from engine.cursor import SUB_TYPES, Cursor
 from engine.errors import SnapshotError
 from engine.ledgers import Ledgers
 from engine.partition import PartitionState
-from engine.position import EARLIEST, Position
+from engine.position import EARLIEST, Position, parse_position
 from engine.subscription import NO_DISPATCHER, TYPE_BEFORE_DISPATCHER, Subscription
 from engine.topic import is_persistent
 
@@ -47,7 +47,7 @@ def parse_ranges(text: str | None) -> list[tuple[Position, Position]]:
     """``individuallyDeletedMessages`` as (open lower, closed upper) pairs, in order."""
     if not text or text == "[]":
         return []
-    found = [(Position(int(a), int(b)), Position(int(c), int(d))) for a, b, c, d in _RANGE.findall(text)]
+    found = [((int(a), int(b)), (int(c), int(d))) for a, b, c, d in _RANGE.findall(text)]
     if not found or text.count("(") != len(found):
         raise SnapshotError(f"individuallyDeletedMessages {text!r} is not a list of (L:E..L:E] ranges")
     return found
@@ -65,9 +65,9 @@ def ledgers_from_internal_stats(internal: Mapping[str, Any]) -> Ledgers:
     ledgers = Ledgers()
     for info in internal.get("ledgers") or []:
         ledger_id = int(info["ledgerId"])
-        last = lac.entry_id if ledger_id == lac.ledger_id else int(info.get("entries") or 0) - 1
+        last = lac[1] if ledger_id == lac[0] else int(info.get("entries") or 0) - 1
         if last >= 0:
-            ledgers.publish(Position(ledger_id, last))
+            ledgers.publish((ledger_id, last))
     return ledgers
 
 
@@ -123,16 +123,16 @@ def _entries_between(lower: Position, upper: Position, ledgers: Ledgers) -> list
     a range that does (the other range set) covers the rest of its lower ledger, the ledgers
     between, and the start of its upper ledger.
     """
-    if lower.ledger_id == upper.ledger_id:
-        return [(lower.ledger_id, lower.entry_id + 1, upper.entry_id)] if upper > lower else []
+    if lower[0] == upper[0]:
+        return [(lower[0], lower[1] + 1, upper[1])] if upper > lower else []
     runs = []
     for ledger_id, last in ledgers:
-        if ledger_id == lower.ledger_id and lower.entry_id < last:
-            runs.append((ledger_id, lower.entry_id + 1, last))
-        elif lower.ledger_id < ledger_id < upper.ledger_id:
+        if ledger_id == lower[0] and lower[1] < last:
+            runs.append((ledger_id, lower[1] + 1, last))
+        elif lower[0] < ledger_id < upper[0]:
             runs.append((ledger_id, 0, last))
-    if upper.entry_id >= 0:
-        runs.append((upper.ledger_id, 0, upper.entry_id))
+    if upper[1] >= 0:
+        runs.append((upper[0], 0, upper[1]))
     return runs
 
 
@@ -140,6 +140,6 @@ def _position(text: Any, what: str) -> Position:
     if text is None:
         return EARLIEST
     try:
-        return Position.parse(str(text))
+        return parse_position(str(text))
     except ValueError as exc:
         raise SnapshotError(f"{what} {text!r} is not L:E") from exc

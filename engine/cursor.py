@@ -25,7 +25,7 @@ from engine.ackset import mask_to_words, next_set_bit, unacked_count, words_to_m
 from engine.codec import StateReader, frame
 from engine.errors import AckBeyondLastPublished, MarkDeleteBeforeMarkDelete
 from engine.ledgers import Ledgers
-from engine.position import EARLIEST, Position
+from engine.position import EARLIEST, Position, position_text
 from engine.rangeset import AckRangeSet
 
 SUB_TYPES = ("Exclusive", "Failover", "Shared", "Key_Shared")
@@ -66,15 +66,19 @@ class BatchAck:
 
 def _beyond_last_published(pos: Position, lac: Position) -> AckBeyondLastPublished:
     """asyncDelete's refusal of an ack beyond the last entry (one message for both ack paths)."""
-    return AckBeyondLastPublished(f"ack of {pos} beyond the last published entry {lac}")
+    return AckBeyondLastPublished(
+        f"ack of {position_text(pos)} beyond the last published entry {position_text(lac)}"
+    )
 
 
 def _check_mark_delete(pos: Position, lac: Position, what: str) -> None:
     """A mark-delete the broker set itself lies at or below the last entry, or is ``L:-1`` of a
     ledger after it: before that ledger's first entry, as the broker names the place of a
     cursor on a ledger that has no entry yet (a topic partition no message reached)."""
-    if pos > lac and pos.entry_id != -1:
-        raise AckBeyondLastPublished(f"{what} to {pos} beyond the last published entry {lac}")
+    if pos > lac and pos[1] != -1:
+        raise AckBeyondLastPublished(
+            f"{what} to {position_text(pos)} beyond the last published entry {position_text(lac)}"
+        )
 
 
 def _previous_as_of(ledgers: Ledgers, pos: Position, lac: Position) -> Position:
@@ -85,8 +89,8 @@ def _previous_as_of(ledgers: Ledgers, pos: Position, lac: Position) -> Position:
     nearest earlier ledger, at that time, ended at ``lac`` (or did not exist yet).
     """
     prev = ledgers.previous(pos)
-    if pos.entry_id <= 0 and prev > lac:
-        return lac if lac != EARLIEST else Position(pos.ledger_id, -1)
+    if pos[1] <= 0 and prev > lac:
+        return lac if lac != EARLIEST else (pos[0], -1)
     return prev
 
 
@@ -110,7 +114,7 @@ class Cursor:
         the last entry; Earliest before the first entry of the first ledger (``L:-1``)."""
         if initial_position == "Earliest":
             first = ledgers.first_ledger_id
-            start = EARLIEST if first is None or lac == EARLIEST else Position(first, -1)
+            start = EARLIEST if first is None or lac == EARLIEST else (first, -1)
         else:
             start = lac
         return cls(sub_type, start)
@@ -212,7 +216,7 @@ class Cursor:
             pos = mid.position
             if pos > lac:
                 raise _beyond_last_published(pos, lac)
-            if not 0 <= pos.entry_id <= last_entries.get(pos.ledger_id, -1):
+            if not 0 <= pos[1] <= last_entries.get(pos[0], -1):
                 del staged[start:]
                 return False
             if mid.ack_set is None:
@@ -229,7 +233,7 @@ class Cursor:
         for pos in positions:
             if pos > lac:
                 raise _beyond_last_published(pos, lac)
-            if not 0 <= pos.entry_id <= last_entries.get(pos.ledger_id, -1):
+            if not 0 <= pos[1] <= last_entries.get(pos[0], -1):
                 del staged[start:]
                 return False
             staged.append(pos)
@@ -319,13 +323,13 @@ class Cursor:
             return
         ledger_id, entry_id = lowest
         if (
-            ledger_id == md.ledger_id
-            and entry_id - 1 > md.entry_id
-            and ledgers.has_entries_in(ledger_id, md.entry_id, entry_id - 1)
+            ledger_id == md[0]
+            and entry_id - 1 > md[1]
+            and ledgers.has_entries_in(ledger_id, md[1], entry_id - 1)
         ):
             return  # the usual hole, in mark-delete's ledger, asked without building Positions
         if lowest > md:
-            lower = Position(lowest.ledger_id, lowest.entry_id - 1)
+            lower = (lowest[0], lowest[1] - 1)
             if lower > md and ledgers.has_entries_between(md, lower):
                 return  # an unacked entry lies between mark-delete and the first range
         first = self.acked.first_range()
@@ -343,7 +347,8 @@ class Cursor:
         acked runs (across ledgers), then purge ranges and batch state at or below it."""
         if new_md < self.mark_delete:
             raise MarkDeleteBeforeMarkDelete(
-                f"cumulative ack of {new_md} is below mark-delete {self.mark_delete}"
+                f"cumulative ack of {position_text(new_md)} is below mark-delete "
+                f"{position_text(self.mark_delete)}"
             )
         acked = self.acked
         if new_md != self.mark_delete and acked:  # nothing to extend over with no range
@@ -383,7 +388,8 @@ class Cursor:
                 # end of its ledger and a next valid ledger after LAC's) cannot arise here: a
                 # ledger is known only through its published entries, all at or below LAC.
                 raise AckBeyondLastPublished(
-                    f"cumulative ack of {mid.position} beyond the last published entry {lac}"
+                    f"cumulative ack of {position_text(mid.position)} beyond the last published entry "
+                    f"{position_text(lac)}"
                 )
             self._set_acknowledged_position(new_pos, ledgers, lac)
         finally:
@@ -520,7 +526,7 @@ class Cursor:
         out.append(struct.pack("<I", len(self.batch_acks)))
         for pos, batch in sorted(self.batch_acks.items()):
             words = batch.words
-            out.append(_BATCH.pack(pos.ledger_id, pos.entry_id, batch.batch_size, len(words)))
+            out.append(_BATCH.pack(pos[0], pos[1], batch.batch_size, len(words)))
             out.append(struct.pack(f"<{len(words)}q", *words))
         return b"".join(out)
 
@@ -530,14 +536,14 @@ class Cursor:
         sub_index, md_ledger, md_entry = reader.unpack(_HEADER)
         if sub_index >= len(SUB_TYPES):
             raise reader.corrupt(f"unknown subscription type {sub_index}")
-        cursor = cls(SUB_TYPES[sub_index], Position(md_ledger, md_entry))
+        cursor = cls(SUB_TYPES[sub_index], (md_ledger, md_entry))
         if reader.version >= _VERSION:
             (cursor.consumed_overcount,) = reader.unpack(_OVERCOUNT)
         cursor.acked = AckRangeSet.read_from(reader)
         for _ in range(reader.u32()):
             ledger_id, entry_id, batch_size, nwords = reader.unpack(_BATCH)
             words = reader.longs(nwords)
-            cursor.batch_acks[Position(ledger_id, entry_id)] = BatchAck(batch_size, words_to_mask(words))
+            cursor.batch_acks[(ledger_id, entry_id)] = BatchAck(batch_size, words_to_mask(words))
         reader.end()
         return cursor
 
@@ -552,4 +558,5 @@ class Cursor:
         )
 
     def __repr__(self) -> str:
-        return f"Cursor({self.sub_type}, md={self.mark_delete}, acked={self.acked}, batch={self.batch_acks})"
+        md = position_text(self.mark_delete)
+        return f"Cursor({self.sub_type}, md={md}, acked={self.acked}, batch={self.batch_acks})"

@@ -51,9 +51,9 @@ if TYPE_CHECKING:
 
 NOT_DUP, DUP, UNKNOWN = "NotDup", "Dup", "Unknown"
 PERSISTENCE_ERROR = "PersistenceError"  # ServerError.PersistenceError
-DUP_RECEIPT = Position(-1, -1)  # publishContext.completed(null, -1, -1)
-DROPPED_RECEIPT = Position(-1, -1)  # ServerCnx.handleSend: sendSendReceiptResponse(..., -1, -1)
-NON_PERSISTENT_RECEIPT = Position(0, 0)  # NonPersistentTopic.publishMessage: completed(null, 0L, 0L)
+DUP_RECEIPT = (-1, -1)  # publishContext.completed(null, -1, -1)
+DROPPED_RECEIPT = (-1, -1)  # ServerCnx.handleSend: sendSendReceiptResponse(..., -1, -1)
+NON_PERSISTENT_RECEIPT = (0, 0)  # NonPersistentTopic.publishMessage: completed(null, 0L, 0L)
 
 _UNNAMED_CONNECTION = -1
 
@@ -225,7 +225,7 @@ class Producers:
                     continue
                 self._send_failed(dedup, this_batch, result)
             else:
-                position = Position(ledger_id, entry_id)
+                position = (ledger_id, entry_id)
                 self._published(name, sequence_id, highest, position, event_time, dedup, this_batch, result)
         self._expire_in_flight(int(clock[-1]))
         return result

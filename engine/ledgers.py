@@ -33,11 +33,11 @@ class Ledgers:
     # ---- building -------------------------------------------------------------------
     def publish(self, pos: Position) -> None:
         """Record an appended entry. Callers guarantee ``pos > last_position`` (append only)."""
-        if self._ids and self._ids[-1] == pos.ledger_id:
-            self._last[-1] = max(self._last[-1], pos.entry_id)
+        if self._ids and self._ids[-1] == pos[0]:
+            self._last[-1] = max(self._last[-1], pos[1])
         else:
-            self._ids.append(pos.ledger_id)
-            self._last.append(pos.entry_id)
+            self._ids.append(pos[0])
+            self._last.append(pos[1])
         self._counts_before = None
 
     def publish_run(self, ledger_ids: np.ndarray, entry_ids: np.ndarray) -> None:
@@ -93,7 +93,7 @@ class Ledgers:
         """ManagedLedgerImpl.getLastConfirmedEntry; EARLIEST when nothing was published."""
         if not self._ids:
             return EARLIEST
-        return Position(self._ids[-1], self._last[-1])
+        return (self._ids[-1], self._last[-1])
 
     @property
     def first_ledger_id(self) -> int | None:
@@ -107,30 +107,30 @@ class Ledgers:
         return None
 
     def exists(self, pos: Position) -> bool:
-        last = self.last_entry(pos.ledger_id)
-        return last is not None and 0 <= pos.entry_id <= last
+        last = self.last_entry(pos[0])
+        return last is not None and 0 <= pos[1] <= last
 
     def next_valid(self, pos: Position) -> Position:
         """ManagedLedgerImpl.getNextValidPosition: next existing entry, else LAC.next."""
-        i = bisect.bisect_left(self._ids, pos.ledger_id)
-        if i < len(self._ids) and self._ids[i] == pos.ledger_id:
-            if pos.entry_id + 1 <= self._last[i]:
-                return Position(pos.ledger_id, pos.entry_id + 1)
+        i = bisect.bisect_left(self._ids, pos[0])
+        if i < len(self._ids) and self._ids[i] == pos[0]:
+            if pos[1] + 1 <= self._last[i]:
+                return (pos[0], pos[1] + 1)
             i += 1
         if i < len(self._ids):
-            return Position(self._ids[i], 0)
+            return (self._ids[i], 0)
         lac = self.last_position
-        return Position(lac.ledger_id, lac.entry_id + 1)
+        return (lac[0], lac[1] + 1)
 
     def previous(self, pos: Position) -> Position:
         """ManagedLedgerImpl.getPreviousPosition: entry-1, else the last entry of the nearest
         earlier non-empty ledger, else ``L:-1``."""
-        if pos.entry_id > 0:
-            return Position(pos.ledger_id, pos.entry_id - 1)
-        i = bisect.bisect_left(self._ids, pos.ledger_id)
+        if pos[1] > 0:
+            return (pos[0], pos[1] - 1)
+        i = bisect.bisect_left(self._ids, pos[0])
         if i > 0:
-            return Position(self._ids[i - 1], self._last[i - 1])
-        return Position(pos.ledger_id, -1)
+            return (self._ids[i - 1], self._last[i - 1])
+        return (pos[0], -1)
 
     def _prefix(self) -> list[int]:
         if self._counts_before is None:
@@ -143,10 +143,10 @@ class Ledgers:
     def count_upto(self, pos: Position) -> int:
         """Number of existing entries at or before ``pos``."""
         prefix = self._prefix()
-        i = bisect.bisect_left(self._ids, pos.ledger_id)
+        i = bisect.bisect_left(self._ids, pos[0])
         total = prefix[i]
-        if i < len(self._ids) and self._ids[i] == pos.ledger_id:
-            total += max(0, min(pos.entry_id, self._last[i]) + 1)
+        if i < len(self._ids) and self._ids[i] == pos[0]:
+            total += max(0, min(pos[1], self._last[i]) + 1)
         return total
 
     def count_between(self, lower_open: Position, upper_closed: Position) -> int:
@@ -162,8 +162,8 @@ class Ledgers:
         meet ``(lower, upper]``."""
         if upper_closed <= lower_open:
             return False
-        if lower_open.ledger_id == upper_closed.ledger_id:
-            return self.has_entries_in(lower_open.ledger_id, lower_open.entry_id, upper_closed.entry_id)
+        if lower_open[0] == upper_closed[0]:
+            return self.has_entries_in(lower_open[0], lower_open[1], upper_closed[1])
         return self.count_between(lower_open, upper_closed) > 0
 
     def has_entries_in(self, ledger_id: int, after_entry: int, up_to_entry: int) -> bool:

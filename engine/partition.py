@@ -73,7 +73,7 @@ from engine.events import (
 )
 from engine.keyshared import sticky_key_hash
 from engine.ledgers import Ledgers
-from engine.position import EARLIEST, Position, positions_of
+from engine.position import EARLIEST, Position, position_text, positions_of
 from engine.rangeset import MAX_ENTRY_ID
 from engine.settings import EngineSettings
 from engine.subscription import (
@@ -375,7 +375,7 @@ class PartitionState:
             return
         for name, cursor in self.cursors.items():
             if cursor.mark_delete == EARLIEST:
-                cursor.mark_delete = Position(first, -1)
+                cursor.mark_delete = (first, -1)
                 result.changed.add(name)
 
     def trim_ledgers(self, first_retained_ledger_id: int) -> TrimResult:
@@ -394,7 +394,7 @@ class PartitionState:
         if not removable:
             return TrimResult()
         # calculateLastEntryInLedgerList: every known ledger has entries, so it is the last one's
-        highest = Position(*removable[-1])
+        highest = removable[-1]
         lac = self.ledgers.last_position
         advanced = {
             name
@@ -426,22 +426,28 @@ class PartitionState:
         known = np.asarray([lid for lid, _ in self.ledgers], dtype=np.int64)
         ranks = np.unique(np.concatenate((known, ledger)))
         keys = (np.searchsorted(ranks, ledger).astype(np.int64) << 32) | (entry + 1)
-        lac_key = (
-            -1 if lac == EARLIEST else (int(np.searchsorted(ranks, lac.ledger_id)) << 32) | (lac.entry_id + 1)
-        )
+        lac_key = -1 if lac == EARLIEST else (int(np.searchsorted(ranks, lac[0])) << 32) | (lac[1] + 1)
         keys = np.where(in_range, keys, -1)
         running = np.maximum.accumulate(np.concatenate(([lac_key], keys)))[:-1]
         ok = in_range & (keys > running)
         for i in np.flatnonzero(~ok).tolist():
             row = int(batch.row[idx[i]])
-            pos = Position(int(ledger[i]), int(entry[i]))
+            pos = (int(ledger[i]), int(entry[i]))
             if not in_range[i]:
                 result.rejects.append(
-                    Reject(row, "invalid_value", f"PUBLISH position {pos} outside 0..{MAX_ENTRY_ID}")
+                    Reject(
+                        row,
+                        "invalid_value",
+                        f"PUBLISH position {position_text(pos)} outside 0..{MAX_ENTRY_ID}",
+                    )
                 )
             else:
                 result.rejects.append(
-                    Reject(row, PublishOutOfOrder.reason, f"PUBLISH {pos} is not after {lac}")
+                    Reject(
+                        row,
+                        PublishOutOfOrder.reason,
+                        f"PUBLISH {position_text(pos)} is not after {position_text(lac)}",
+                    )
                 )
         self.ledgers.publish_run(ledger[ok], entry[ok])
         result.published = int(ok.sum())
@@ -948,7 +954,7 @@ class PartitionState:
             self._cursor_operation(name, self.subscription(name), cursor, RESET_CURSOR, batch, i, lac, result)
             return
         created = Cursor(TYPE_BEFORE_DISPATCHER)
-        created.reset(Position(int(batch.ledger_id[i]), int(batch.entry_id[i])), self.ledgers, lac)
+        created.reset((int(batch.ledger_id[i]), int(batch.entry_id[i])), self.ledgers, lac)
         self.cursors[name] = created
         self.subscription(name).dispatcher = False
         result.changed.add(name)
@@ -973,7 +979,7 @@ class PartitionState:
         at or below the new mark-delete are forgotten (``Subscription.forget_deleted``): the
         dispatcher's next replay read drops what the cursor counts as deleted.
         """
-        pos = Position(int(batch.ledger_id[i]), int(batch.entry_id[i]))
+        pos = (int(batch.ledger_id[i]), int(batch.entry_id[i]))
         result.changed.add(name)
         if kind == RESET_CURSOR:
             cursor.reset(pos, self.ledgers, lac)
@@ -1137,13 +1143,14 @@ class PartitionState:
             first_bad = np.flatnonzero(bad & (cum[:-1] == before_event))
             for m in first_bad.tolist():
                 k = int(ev_of_msg[m])
-                pos = Position(int(led[m]), int(ent[m]))
-                lac = Position(int(lac_l[k]), int(lac_e[k]))
+                pos = (int(led[m]), int(ent[m]))
+                lac = (int(lac_l[k]), int(lac_e[k]))
                 result.rejects.append(
                     Reject(
                         int(batch.row[seg[k]]),
                         AckBeyondLastPublished.reason,
-                        f"ack of {pos} beyond the last published entry {lac}; the call stopped there",
+                        f"ack of {position_text(pos)} beyond the last published entry "
+                        f"{position_text(lac)}; the call stopped there",
                     )
                 )
         has_set = np.diff(batch.ackset_offsets)[midx] > 0
@@ -1182,7 +1189,7 @@ class PartitionState:
                 by_ledger[int(chunk_l[0])] = chunk_e
         with_set = np.flatnonzero(applied & has_set).tolist()
         batch_ids = [self._message_id(batch, cols, int(midx[m]), name) for m in with_set]
-        lac_end = Position(int(lac_l[-1]), int(lac_e[-1]))
+        lac_end = (int(lac_l[-1]), int(lac_e[-1]))
         cursor.ack_entries(by_ledger, batch_ids, self.ledgers, lac_end, enabled)
         result.changed.add(name)
 
@@ -1295,7 +1302,9 @@ def _dispatches_inert(sub: Subscription | None, cursor: Cursor | None) -> bool:
 
 
 def _dispatch_beyond(pos: Position, lac: Position) -> DispatchBeyondLastPublished:
-    return DispatchBeyondLastPublished(f"DISPATCH of {pos}, beyond the last published entry {lac}")
+    return DispatchBeyondLastPublished(
+        f"DISPATCH of {position_text(pos)}, beyond the last published entry {position_text(lac)}"
+    )
 
 
 def _refused_ack(row: int, refusal: EngineRefusal) -> Reject:
@@ -1405,7 +1414,7 @@ class _StagedAcks:
         if (
             (self.lac is not None or cursor.can_stage_acks(self.enabled, self.ledgers))
             and pos <= lac
-            and 0 <= pos.entry_id <= self.last_entries.get(pos.ledger_id, -1)
+            and 0 <= pos[1] <= self.last_entries.get(pos[0], -1)
         ):
             self.lac = lac
             self.positions.append(pos)
@@ -1445,8 +1454,8 @@ class _LacTimeline:
         """(ledger, entry) of the last published entry as of each given event index."""
         j = np.searchsorted(self._idx, events) - 1
         safe = np.maximum(j, 0)
-        ledger = np.where(j >= 0, self._ledger[safe] if self._ledger.size else 0, self._before.ledger_id)
-        entry = np.where(j >= 0, self._entry[safe] if self._entry.size else 0, self._before.entry_id)
+        ledger = np.where(j >= 0, self._ledger[safe] if self._ledger.size else 0, self._before[0])
+        entry = np.where(j >= 0, self._entry[safe] if self._entry.size else 0, self._before[1])
         return ledger.astype(np.int64), entry.astype(np.int64)
 
 

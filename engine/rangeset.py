@@ -57,10 +57,10 @@ class AckRangeSet:
         The lower ledger of a cross-ledger range is never extended in practice (the spec, 2.2),
         so acking one entry only ever sets that entry's bit.
         """
-        bm = self._bitmaps.get(pos.ledger_id)
+        bm = self._bitmaps.get(pos[0])
         if bm is None:
-            bm = self._bitmaps[pos.ledger_id] = BitMap()
-        bm.add(pos.entry_id)
+            bm = self._bitmaps[pos[0]] = BitMap()
+        bm.add(pos[1])
 
     def add_entries(self, ledger_id: int, entries: np.ndarray) -> None:
         """Set many entries of one ledger at once: the vectorised path of a run of acks."""
@@ -73,12 +73,12 @@ class AckRangeSet:
 
     def remove_at_most(self, pos: Position) -> None:
         """RangeSet.removeAtMost(l, e): drop everything at or below ``pos``."""
-        for ledger_id in [lid for lid in self._bitmaps if lid <= pos.ledger_id]:
-            if ledger_id < pos.ledger_id or pos.entry_id >= MAX_ENTRY_ID:
+        for ledger_id in [lid for lid in self._bitmaps if lid <= pos[0]]:
+            if ledger_id < pos[0] or pos[1] >= MAX_ENTRY_ID:
                 del self._bitmaps[ledger_id]
-            elif pos.entry_id >= 0:
+            elif pos[1] >= 0:
                 bm = self._bitmaps[ledger_id]
-                bm.remove_range(0, pos.entry_id + 1)
+                bm.remove_range(0, pos[1] + 1)
                 if not bm:
                     del self._bitmaps[ledger_id]
 
@@ -93,8 +93,8 @@ class AckRangeSet:
         return isinstance(other, AckRangeSet) and self._bitmaps == other._bitmaps
 
     def __contains__(self, pos: Position) -> bool:
-        bm = self._bitmaps.get(pos.ledger_id)
-        return bm is not None and pos.entry_id >= 0 and pos.entry_id in bm
+        bm = self._bitmaps.get(pos[0])
+        return bm is not None and pos[1] >= 0 and pos[1] in bm
 
     def ledgers(self) -> list[int]:
         return sorted(self._bitmaps)
@@ -108,7 +108,7 @@ class AckRangeSet:
             return None
         ledger_id = min(self._bitmaps)
         first = self._bitmaps[ledger_id].min()
-        return Position(ledger_id, first - 1), Position(ledger_id, self._run_end(ledger_id, first))
+        return (ledger_id, first - 1), (ledger_id, self._run_end(ledger_id, first))
 
     def first_entry(self) -> Position | None:
         """The lowest acked entry (the lower end of ``first_range`` is the entry before it).
@@ -120,11 +120,11 @@ class AckRangeSet:
         if not self._bitmaps:
             return None
         ledger_id = min(self._bitmaps)
-        return Position(ledger_id, self._bitmaps[ledger_id].min())
+        return (ledger_id, self._bitmaps[ledger_id].min())
 
     def range_upper(self, pos: Position) -> Position:
         """RangeSet.rangeContaining(pos).upperEndpoint(); ``pos`` must be contained."""
-        return Position(pos.ledger_id, self._run_end(pos.ledger_id, pos.entry_id))
+        return (pos[0], self._run_end(pos[0], pos[1]))
 
     def _run_end(self, ledger_id: int, first: int) -> int:
         """Last entry of the run of set bits that contains ``first`` (binary search)."""

@@ -1028,7 +1028,7 @@ class Subscription:
         ledgers, entries = ledgers[order], entries[order]
         self.changes.taken.setdefault(cid, []).append((ledgers, entries))
         floor = cursor.mark_delete
-        above = (ledgers > floor.ledger_id) | ((ledgers == floor.ledger_id) & (entries > floor.entry_id))
+        above = (ledgers > floor[0]) | ((ledgers == floor[0]) & (entries > floor[1]))
         ledgers, entries = ledgers[above], entries[above]
         if ledgers.size == 0:
             return
@@ -1279,7 +1279,7 @@ class Subscription:
         }
         if not self.dispatcher:  # only then: a state with one encodes as before the field existed
             head["dispatcher"] = False
-        nacks = [(d, c, p.ledger_id, p.entry_id) for d, c, p in self.nacks]
+        nacks = [(d, c, p[0], p[1]) for d, c, p in self.nacks]
         tables = (
             _pending_table(consumers),
             self._tracker_table(),
@@ -1414,7 +1414,7 @@ class Subscription:
         ledgers, entries, cids, requested, due, counts, dead, scheduled = redeliveries.T.tolist()
         rows = map(Redelivery, cids, reasons, requested, due, counts, map(bool, dead), map(bool, scheduled))
         sub._redeliveries = dict(zip(positions_of(ledgers, entries), rows, strict=True))
-        sub.nacks = [(d, c, Position(ledger, entry)) for d, c, ledger, entry in nacks.tolist()]
+        sub.nacks = [(d, c, (ledger, entry)) for d, c, ledger, entry in nacks.tolist()]
 
 
 def _dead_letter(consumer: Consumer, pending: PendingAck) -> bool:

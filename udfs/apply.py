@@ -526,8 +526,8 @@ def _emit_batch_changes(out: OutputRows, sub: str, before: Cursor | None, after:
             UPSERT,
             len(upserts),
             subscription=[sub] * len(upserts),
-            ledger_id=[p.ledger_id for p, _ in upserts],
-            entry_id=[p.entry_id for p, _ in upserts],
+            ledger_id=[p[0] for p, _ in upserts],
+            entry_id=[p[1] for p, _ in upserts],
             batch_size=[b.batch_size for _, b in upserts],
             ack_set=[mask_to_words(b.unacked) for _, b in upserts],
             acked_count=[b.acked_count for _, b in upserts],
@@ -538,8 +538,8 @@ def _emit_batch_changes(out: OutputRows, sub: str, before: Cursor | None, after:
             DELETE,
             len(deletes),
             subscription=[sub] * len(deletes),
-            ledger_id=[p.ledger_id for p in deletes],
-            entry_id=[p.entry_id for p in deletes],
+            ledger_id=[p[0] for p in deletes],
+            entry_id=[p[1] for p in deletes],
         )
 
 
@@ -720,8 +720,8 @@ def _few_redelivery_rows(changes: Changes) -> _RedeliveryRows:
     kept = [(pos, row) for pos, row in by_position if row is not None]
     gone = [pos for pos, row in by_position if row is None]
     return _RedeliveryRows(
-        [pos.ledger_id for pos, _ in kept],
-        [pos.entry_id for pos, _ in kept],
+        [pos[0] for pos, _ in kept],
+        [pos[1] for pos, _ in kept],
         [row.consumer_id for _, row in kept],
         [row.reason for _, row in kept],
         [row.requested_at for _, row in kept],
@@ -729,8 +729,8 @@ def _few_redelivery_rows(changes: Changes) -> _RedeliveryRows:
         [row.redelivery_count for _, row in kept],
         [bool(row.dead_letter) for _, row in kept],
         [row.delivered_at for _, row in kept],
-        [pos.ledger_id for pos in gone],
-        [pos.entry_id for pos in gone],
+        [pos[0] for pos in gone],
+        [pos[1] for pos in gone],
     )
 
 
@@ -780,8 +780,8 @@ def emit_subscription_changes(
             n,
             subscription=Repeated(name, n),
             consumer_id=[cid for cid, _, _ in upserts],
-            ledger_id=[pos.ledger_id for _, pos, _ in upserts],
-            entry_id=[pos.entry_id for _, pos, _ in upserts],
+            ledger_id=[pos[0] for _, pos, _ in upserts],
+            entry_id=[pos[1] for _, pos, _ in upserts],
             batch_size=[p.batch_size for _, _, p in upserts],
             unacked_messages=[_remaining(cursor, pos, p.batch_size, batch_index) for _, pos, p in upserts],
             dispatched_at=[p.dispatched_at for _, _, p in upserts],
@@ -885,8 +885,8 @@ def emit_cursor(
         1,
         subscription=[name],
         sub_type=[sub.stats_type(cursor) if sub is not None else cursor.sub_type],
-        mark_delete_ledger_id=[cursor.mark_delete.ledger_id],
-        mark_delete_entry_id=[cursor.mark_delete.entry_id],
+        mark_delete_ledger_id=[cursor.mark_delete[0]],
+        mark_delete_entry_id=[cursor.mark_delete[1]],
         state=[cursor.encode() if changed else None],
         subscription_state=[_subscription_state(current.subscriptions.get(name)) if changed else None],
         msg_backlog=[cursor.msg_backlog(current.ledgers)],

@@ -79,8 +79,8 @@ def emit_producer_rows(out: Any, state: PartitionState, result: ApplyResult, eve
             sequence_id=[r.sequence_id for r in receipts],
             highest_sequence_id=[r.highest_sequence_id for r in receipts],
             dedup_status=[r.status for r in receipts],
-            ledger_id=[None if r.position is None else r.position.ledger_id for r in receipts],
-            entry_id=[None if r.position is None else r.position.entry_id for r in receipts],
+            ledger_id=[None if r.position is None else r.position[0] for r in receipts],
+            entry_id=[None if r.position is None else r.position[1] for r in receipts],
             error=[r.error for r in receipts],
             dropped=[r.dropped for r in receipts],
             event_id=_event_ids(events, [r.row for r in receipts]),
@@ -92,8 +92,8 @@ def emit_producer_rows(out: Any, state: PartitionState, result: ApplyResult, eve
             UPSERT,
             len(late),
             seq=[r.seq for r in late],
-            ledger_id=[None if r.position is None else r.position.ledger_id for r in late],
-            entry_id=[None if r.position is None else r.position.entry_id for r in late],
+            ledger_id=[None if r.position is None else r.position[0] for r in late],
+            entry_id=[None if r.position is None else r.position[1] for r in late],
             error=[r.error for r in late],
         )
 

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from engine import Cursor, EngineSettings, EventBatch, Ledgers, PartitionState, Position
+from engine import Cursor, EngineSettings, EventBatch, Ledgers, PartitionState
 from engine.events import ACK, ACK_INDIVIDUAL, PUBLISH, SUBSCRIBE
 from jobs.bench.figures import Figure, median_of
 
@@ -133,8 +133,8 @@ def holes_cursor(holes: int, seed: int) -> tuple[Cursor, Ledgers]:
     rng = np.random.default_rng(seed)
     acked = np.cumsum(rng.integers(2, 5, size=holes)).astype(np.int64)
     ledgers = Ledgers()
-    ledgers.publish(Position(10, int(acked[-1]) + 1))
-    cursor = Cursor("Shared", Position(10, -1))
+    ledgers.publish((10, int(acked[-1]) + 1))
+    cursor = Cursor("Shared", (10, -1))
     cursor.acked.add_entries(10, acked)
     return cursor, ledgers
 

@@ -23,13 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from engine import Cursor, EngineSettings, Position
+from engine import Cursor, EngineSettings
 from engine.subscription import REDELIVER, Consumer, Subscription
 
 
 def _setup(pending: int, consumers: int) -> tuple[Cursor, Subscription, Any]:
     settings = EngineSettings(max_unacked_messages_per_consumer=0).for_partition("persistent://b/ns/t", 0)
-    cursor = Cursor("Shared", Position(5, -1))
+    cursor = Cursor("Shared", (5, -1))
     sub = Subscription()
     for cid in range(consumers):
         sub.subscribe(
@@ -39,9 +39,9 @@ def _setup(pending: int, consumers: int) -> tuple[Cursor, Subscription, Any]:
     entries = rng.permutation(pending)
     ledgers = 5 + entries // 50_000
     for k, (ledger, entry) in enumerate(zip(ledgers.tolist(), (entries % 50_000).tolist(), strict=True)):
-        sub.dispatch(cursor, k % consumers, Position(ledger, entry), 1, 0, 1_000, settings)
+        sub.dispatch(cursor, k % consumers, (ledger, entry), 1, 0, 1_000, settings)
         if k % 10 == 0:
-            sub.tracker[Position(ledger, entry)] = 1
+            sub.tracker[(ledger, entry)] = 1
     return cursor, sub, settings
 
 
@@ -71,7 +71,7 @@ def measure(runs: int = 3, pending: int = 1_000_000, consumers: int = 10) -> dic
         started = time.perf_counter()
         sub.encode()
         encode_s.append(time.perf_counter() - started)
-        positions = np.asarray([(p.ledger_id, p.entry_id) for p in sub.redeliveries], dtype=np.int64)
+        positions = np.asarray([(p[0], p[1]) for p in sub.redeliveries], dtype=np.int64)
         started = time.perf_counter()
         np.lexsort((positions[:, 1], positions[:, 0]))
         base_s.append(time.perf_counter() - started)

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine import CorruptState, Cursor, Ledgers
+from engine import CorruptState, Cursor, Ledgers, position_text
 from engine.topic import complete_name, is_non_persistent, partition_name, split_partition
 from jobs.platform.errors import (
     AsOfError,
@@ -332,7 +332,7 @@ def partition_internal_stats(ledgers: Ledgers, cursors: Mapping[str, Cursor]) ->
     """
     return {
         "numberOfEntries": ledgers.total_entries,
-        "lastConfirmedEntry": str(ledgers.last_position),  # "-1:-1" when nothing was published
+        "lastConfirmedEntry": position_text(ledgers.last_position),  # "-1:-1" when nothing was published
         "ledgers": [{"ledgerId": ledger_id, "entries": last + 1} for ledger_id, last in ledgers],
         "cursors": {sub: cursor_internal_stats(cursor, ledgers) for sub, cursor in cursors.items()},
     }
@@ -346,8 +346,8 @@ def cursor_internal_stats(cursor: Cursor, ledgers: Ledgers) -> dict[str, Any]:
     broker's dispatcher may have read further ahead, which the events do not say.
     """
     return {
-        "markDeletePosition": str(cursor.mark_delete),
-        "readPosition": str(ledgers.next_valid(cursor.mark_delete)),
+        "markDeletePosition": position_text(cursor.mark_delete),
+        "readPosition": position_text(ledgers.next_valid(cursor.mark_delete)),
         "individuallyDeletedMessages": cursor.individually_deleted_messages,
         "totalNonContiguousDeletedMessagesRange": cursor.non_contiguous_deleted_ranges,
     }

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import EngineSettings, EventBatch, PartitionState
+from engine import EngineSettings, EventBatch, PartitionState, position_text
 
 SCENARIOS = Path(__file__).resolve().parents[2].parent / "shared" / "scenarios"
 FILES = sorted(SCENARIOS.glob("*.json"))
@@ -54,7 +54,7 @@ def test_scenario_cursors(path: Path):
         for sub, expected in cp.get("internal_stats", {}).get("cursors", {}).items():
             cursor = state.cursors[sub]
             actual = {
-                "markDeletePosition": str(cursor.mark_delete),
+                "markDeletePosition": position_text(cursor.mark_delete),
                 "individuallyDeletedMessages": cursor.individually_deleted_messages,
                 "totalNonContiguousDeletedMessagesRange": cursor.non_contiguous_deleted_ranges,
             }
@@ -97,7 +97,7 @@ def _subscription_stats(state: PartitionState, name: str) -> dict:
 
 def _pending_rows(state: PartitionState) -> list[dict]:
     return [
-        {"consumer_id": c.consumer_id, "position": str(pos), "redelivery_count": p.redelivery_count}
+        {"consumer_id": c.consumer_id, "position": position_text(pos), "redelivery_count": p.redelivery_count}
         for sub in state.subscriptions.values()
         for c in sub.consumers.values()
         for pos, p in c.pending.items()
@@ -151,7 +151,7 @@ def test_scenario_producers(path: Path):
                 "sequence_id": r.sequence_id,
                 "highest_sequence_id": r.highest_sequence_id,
                 "dedup_status": r.status,
-                "receipt": None if r.position is None else str(r.position),
+                "receipt": None if r.position is None else position_text(r.position),
                 "error": r.error,
             }
             for r in result.sends.receipts

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine import Cursor, Ledgers, Position
+from engine import Cursor, Ledgers
 
 
 def make_ledgers(*sizes: int, first_id: int = 10) -> Ledgers:
@@ -12,7 +12,7 @@ def make_ledgers(*sizes: int, first_id: int = 10) -> Ledgers:
     ledgers = Ledgers()
     for offset, size in enumerate(sizes):
         for entry in range(size):
-            ledgers.publish(Position(first_id + offset, entry))
+            ledgers.publish((first_id + offset, entry))
     return ledgers
 
 

@@ -9,7 +9,7 @@ dispatcher. Each test names the Pulsar method whose rule it pins.
 
 from __future__ import annotations
 
-from engine import EngineSettings, EventBatch, PartitionState, Position
+from engine import EngineSettings, EventBatch, PartitionState
 from engine.subscription import NO_DISPATCHER, Subscription
 from tests.engine.test_cursor_operations import Events, apply_cut_at, apply_events
 
@@ -23,7 +23,7 @@ def test_a_created_subscription_has_its_cursor_where_the_reset_put_it_and_no_dis
     state, result = apply_events(events)
     cursor = state.cursors["s"]
     assert not result.rejects
-    assert cursor.mark_delete == Position(3, 3)
+    assert cursor.mark_delete == (3, 3)
     assert cursor.individually_deleted_messages == "[]"
     assert cursor.msg_backlog(state.ledgers) == cursor.backlog(state.ledgers) == 6
     assert state.subscriptions["s"].stats_type(cursor) == NO_DISPATCHER
@@ -41,7 +41,7 @@ def test_at_earliest_and_at_latest():
     assert state.cursors["s"].backlog(state.ledgers) == 0
     state, result = apply_events(Events().cursor("CREATE_SUBSCRIPTION", 7, -1))
     assert not result.rejects
-    assert state.cursors["s"].mark_delete == Position(7, -1)
+    assert state.cursors["s"].mark_delete == (7, -1)
 
 
 def test_the_first_consumer_gives_it_its_type_and_reads_from_the_created_cursor():
@@ -55,7 +55,7 @@ def test_the_first_consumer_gives_it_its_type_and_reads_from_the_created_cursor(
     sub = state.subscriptions["s"]
     assert not result.rejects
     assert sub.stats_type(cursor) == "Shared"
-    assert cursor.mark_delete == Position(3, 5)
+    assert cursor.mark_delete == (3, 5)
     assert cursor.individually_deleted_messages == "[(3:6..3:7]]"
     assert sub.consumers[1].unacked_messages == 1
 
@@ -78,7 +78,7 @@ def test_on_a_subscription_ackstate_holds_it_is_the_reset():
     state, result = apply_events(events)
     cursor = state.cursors["s"]
     assert not result.rejects
-    assert cursor.mark_delete == Position(3, 2)
+    assert cursor.mark_delete == (3, 2)
     assert cursor.individually_deleted_messages == "[]"
     assert state.subscriptions["s"].stats_type(cursor) == "Exclusive"
 

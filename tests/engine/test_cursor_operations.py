@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine import EngineSettings, EventBatch, PartitionState, Position
+from engine import EngineSettings, EventBatch, PartitionState
 
 TOPIC = "persistent://t/ns/x"
 
@@ -83,7 +83,7 @@ def test_reset_cursor_sets_mark_delete_and_forgets_every_ack_above_it():
     state, result = apply_events(events)
     cursor = state.cursors["s"]
     assert not result.rejects
-    assert cursor.mark_delete == Position(3, 2)
+    assert cursor.mark_delete == (3, 2)
     assert cursor.individually_deleted_messages == "[]"
     assert cursor.backlog(state.ledgers) == 17
     assert "s" in result.changed
@@ -106,7 +106,7 @@ def test_reset_cursor_moves_backwards_and_unacks_what_was_acked():
     )
     events.cursor("RESET_CURSOR", 3, -1)
     state, _ = apply_events(events)
-    assert state.cursors["s"].mark_delete == Position(3, -1)
+    assert state.cursors["s"].mark_delete == (3, -1)
     assert state.cursors["s"].backlog(state.ledgers) == 5
 
 
@@ -133,7 +133,7 @@ def test_reset_cursor_beyond_the_last_entry_is_refused():
     events = Events().publish(3, 2).subscribe("Exclusive").cursor("RESET_CURSOR", 3, 5)
     state, result = apply_events(events)
     assert [r.reason for r in result.rejects] == ["ack_beyond_last_published"]
-    assert state.cursors["s"].mark_delete == Position(3, -1)
+    assert state.cursors["s"].mark_delete == (3, -1)
 
 
 def test_reset_cursor_keeps_consumers_and_their_pending_acks():
@@ -158,7 +158,7 @@ def test_mark_delete_clears_the_backlog_and_keeps_pending_acks():
     state, result = apply_events(events)
     cursor = state.cursors["s"]
     assert not result.rejects
-    assert cursor.mark_delete == Position(3, 9)
+    assert cursor.mark_delete == (3, 9)
     assert cursor.individually_deleted_messages == "[]"
     assert cursor.backlog(state.ledgers) == 0
     assert state.subscriptions["s"].consumers[1].unacked_messages == 4
@@ -169,7 +169,7 @@ def test_mark_delete_absorbs_the_acked_run_after_it():
     before an acked run lands mark-delete at that run's end."""
     events = Events().publish(3, 10).subscribe("Exclusive").ack((3, 3), (3, 4)).cursor("MARK_DELETE", 3, 2)
     state, _ = apply_events(events)
-    assert state.cursors["s"].mark_delete == Position(3, 4)
+    assert state.cursors["s"].mark_delete == (3, 4)
     assert state.cursors["s"].individually_deleted_messages == "[]"
 
 
@@ -179,7 +179,7 @@ def test_mark_delete_below_mark_delete_is_refused_and_changes_nothing():
     events.cursor("MARK_DELETE", 3, 0)
     state, result = apply_events(events)
     assert [r.reason for r in result.rejects] == ["mark_delete_before_mark_delete"]
-    assert state.cursors["s"].mark_delete == Position(3, 1)
+    assert state.cursors["s"].mark_delete == (3, 1)
     assert state.cursors["s"].individually_deleted_messages == "[(3:4..3:5]]"
 
 
@@ -190,7 +190,7 @@ def test_mark_delete_forgets_the_replays_it_passes():
     events.dispatch(3, 0).dispatch(3, 4).add("CLOSE_CONSUMER", subscription="s", consumer_id=1)
     events.cursor("MARK_DELETE", 3, 2)
     state, _ = apply_events(events)
-    assert list(state.subscriptions["s"].redeliveries) == [Position(3, 4)]
+    assert list(state.subscriptions["s"].redeliveries) == [(3, 4)]
 
 
 def test_cursor_operations_on_an_unknown_subscription_are_refused():
@@ -248,10 +248,10 @@ def test_the_overcount_stays_through_acks_and_gives_way_to_the_precise_backlog_b
 def test_a_cursor_with_an_overcount_round_trips_and_one_without_keeps_its_bytes():
     from engine import Cursor
 
-    plain = Cursor("Exclusive", Position(3, 4))
+    plain = Cursor("Exclusive", (3, 4))
     assert plain.encode()[3] == 1  # version 1, as before the overcount existed
     assert Cursor.decode(plain.encode()) == plain
-    reset = Cursor("Shared", Position(3, 4))
+    reset = Cursor("Shared", (3, 4))
     reset.consumed_overcount = 7
     assert reset.encode()[3] == 2
     back = Cursor.decode(reset.encode())
@@ -265,7 +265,7 @@ def test_a_mark_delete_before_the_first_entry_of_a_ledger_with_no_entry_is_accep
     events = Events().subscribe("Exclusive").cursor("MARK_DELETE", 25, -1)
     state, result = apply_events(events)
     assert not result.rejects
-    assert state.cursors["s"].mark_delete == Position(25, -1)
+    assert state.cursors["s"].mark_delete == (25, -1)
     events.publish(25, 2)
     state, _ = apply_events(events)
     assert state.cursors["s"].backlog(state.ledgers) == 2
@@ -290,7 +290,7 @@ def test_a_subscribe_after_an_unsubscribe_makes_a_new_subscription():
     )
     state, result = apply_events(events)
     cursor = state.cursors["s"]
-    assert cursor.sub_type == "Shared" and cursor.mark_delete == Position(3, 5)
+    assert cursor.sub_type == "Shared" and cursor.mark_delete == (3, 5)
     assert list(state.subscriptions["s"].consumers) == [7]
     assert result.unsubscribed == {"s"} and "s" in result.changed
 
@@ -332,7 +332,7 @@ def test_a_mark_delete_read_before_the_ack_that_made_it_gives_the_same_state():
     for sub_type in ("Shared", "Exclusive"):
         first = _mark_delete_beside_the_acks_that_moved_it(sub_type, mark_delete_first=True)
         after = _mark_delete_beside_the_acks_that_moved_it(sub_type, mark_delete_first=False)
-        assert first.cursors["s"].mark_delete == Position(3, 2)
+        assert first.cursors["s"].mark_delete == (3, 2)
         assert first.cursors["s"].encode() == after.cursors["s"].encode()
         assert first.subscriptions["s"].encode() == after.subscriptions["s"].encode()
     assert first.subscriptions["s"].consumers[1].unacked_messages == 0  # Exclusive: none pending

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from engine import EngineSettings, EventBatch, PartitionState, Position, Producers
+from engine import EngineSettings, EventBatch, PartitionState, Producers
 from engine.dedup import (
     DUP,
     NOT_DUP,
@@ -115,7 +115,7 @@ def test_v29_through_events():
     assert (t.pushed("p1"), t.persisted("p1")) == (5, None)
     t.publish("p1", 0, entry=0)
     dup = t.send("p1", 0)
-    assert (dup.status, dup.position, dup.error) == (DUP, Position(-1, -1), None)
+    assert (dup.status, dup.position, dup.error) == (DUP, (-1, -1), None)
     assert (t.pushed("p1"), t.persisted("p1")) == (5, 0)
     t.send_failed()
     assert (t.pushed("p1"), t.persisted("p1")) == (0, 0)
@@ -134,22 +134,22 @@ def test_v30_is_duplicate_with_failure():
         t.publish(producer, seq, entry)
     assert (t.pushed("p1"), t.persisted("p1"), t.pushed("p2"), t.persisted("p2")) == (5, 5, 1, 1)
     dup = t.send("p1", 0)
-    assert (dup.status, dup.position) == (DUP, Position(-1, -1))
+    assert (dup.status, dup.position) == (DUP, (-1, -1))
     in_flight = t.send("p1", 6)
     assert (in_flight.status, in_flight.position, t.pushed("p1"), t.persisted("p1")) == (NOT_DUP, None, 6, 5)
     again = t.send("p1", 6)
     assert (again.status, again.error) == (UNKNOWN, PERSISTENCE_ERROR)
     t.publish("p1", 6, entry=4)
-    assert in_flight.position == Position(10, 4) and t.persisted("p1") == 6
+    assert in_flight.position == (10, 4) and t.persisted("p1") == 6
     failing = t.send("p1", 7)
     t.send_failed()
     assert (failing.status, failing.position, failing.error) == (NOT_DUP, None, PERSISTENCE_ERROR)
     assert (t.pushed("p1"), t.persisted("p1"), t.pushed("p2"), t.persisted("p2")) == (6, 6, 1, 1)
     retry = t.send("p1", 6)
-    assert (retry.status, retry.position) == (DUP, Position(-1, -1))
+    assert (retry.status, retry.position) == (DUP, (-1, -1))
     last = t.send("p1", 8)
     t.publish("p1", 8, entry=5)
-    assert (last.status, last.position, t.pushed("p1"), t.persisted("p1")) == (NOT_DUP, Position(10, 5), 8, 8)
+    assert (last.status, last.position, t.pushed("p1"), t.persisted("p1")) == (NOT_DUP, (10, 5), 8, 8)
 
 
 # ---- spec 7 edge cases ------------------------------------------------------------------------
@@ -212,7 +212,7 @@ def test_dedup_disabled_every_send_is_not_dup_and_nothing_is_recorded():
     t.publish("p", 0, entry=0)
     repeats = [t.send("p", 0) for _ in range(2)]
     assert [r.status for r in (first, *repeats)] == [NOT_DUP] * 3
-    assert first.position == Position(10, 0)
+    assert first.position == (10, 0)
     assert all(r.position is None and r.error is None for r in repeats)  # waiting for a PUBLISH
     assert (t.pushed("p"), t.persisted("p")) == (None, None)
 
@@ -233,7 +233,7 @@ def test_a_receipt_is_filled_when_its_publish_comes_in_a_later_batch():
     send = t.send("p", 0)
     assert send.position is None
     t.apply({"type": "PUBLISH", "ledger_id": 12, "entry_id": 7, "producer_name": "p", "sequence_id": 0})
-    assert send.position == Position(12, 7)
+    assert send.position == (12, 7)
     assert not t.state.producers.has_pending
 
 
@@ -241,9 +241,9 @@ def test_a_publish_fills_the_oldest_waiting_send_of_that_sequence_id():
     t = Partition(settings=OFF)
     a, b = t.send("p", 0), t.send("p", 0)
     t.publish("p", 0, entry=0)
-    assert (a.position, b.position) == (Position(10, 0), None)
+    assert (a.position, b.position) == ((10, 0), None)
     t.publish("p", 0, entry=1)
-    assert b.position == Position(10, 1)
+    assert b.position == (10, 1)
 
 
 def test_a_refused_publish_fills_no_receipt():
@@ -299,7 +299,7 @@ def test_non_persistent_sends_beyond_the_limit_are_dropped_with_a_success_receip
     t = _np(limit=2)
     receipts = [t.send("p", k, connection_id=1, completed_at=1_000_000, num_messages=2) for k in range(5)]
     assert [r.dropped for r in receipts] == [False, False, False, True, True]
-    assert [r.position for r in receipts] == [Position(0, 0)] * 3 + [Position(-1, -1)] * 2
+    assert [r.position for r in receipts] == [(0, 0)] * 3 + [(-1, -1)] * 2
     assert {r.status for r in receipts} == {NOT_DUP}
     assert t.state.producers.by_name["p"].msg_drop_count == 4  # messages, not sends
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine import EngineSettings, EventBatch, PartitionState, Position
+from engine import EngineSettings, EventBatch, PartitionState
 from engine.dedup import DUP, NOT_DUP
 from tests.engine.test_cursor_operations import Events, apply_cut_at, apply_events
 from tests.engine.test_dedup import Partition
@@ -45,7 +45,7 @@ def test_a_topic_made_again_starts_afresh():
     assert not result.rejects
     assert list(state.ledgers) == [(7, 3)]
     cursor = state.cursors["s"]
-    assert (cursor.sub_type, cursor.mark_delete) == ("Failover", Position(7, -1))
+    assert (cursor.sub_type, cursor.mark_delete) == ("Failover", (7, -1))
     assert cursor.individually_deleted_messages == "[(7:0..7:1]]"
     assert cursor.msg_backlog(state.ledgers) == 3
     assert list(state.subscriptions["s"].consumers) == [2]

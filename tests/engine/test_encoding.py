@@ -5,11 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine import CorruptState, Cursor, MessageId, Position
+from engine import CorruptState, Cursor, MessageId
 from engine.ackset import mask_from_acked
 from tests.engine.conftest import make_ledgers
-
-P = Position
 
 
 def cursor_with_everything() -> Cursor:
@@ -17,12 +15,12 @@ def cursor_with_everything() -> Cursor:
     cursor = Cursor.subscribe("Failover", "Earliest", ledgers, ledgers.last_position)
     lac = ledgers.last_position
     cursor.ack(
-        [MessageId(P(10, 0)), MessageId(P(10, 7)), MessageId(P(11, 3)), MessageId(P(12, 49))],
+        [MessageId((10, 0)), MessageId((10, 7)), MessageId((11, 3)), MessageId((12, 49))],
         ledgers,
         lac,
         True,
     )
-    cursor.ack([MessageId(P(11, 9), mask_from_acked(130, [0, 64, 129]), 130)], ledgers, lac, True)
+    cursor.ack([MessageId((11, 9), mask_from_acked(130, [0, 64, 129]), 130)], ledgers, lac, True)
     return cursor
 
 
@@ -31,7 +29,7 @@ def test_round_trip_keeps_every_field():
     decoded = Cursor.decode(cursor.encode())
     assert decoded == cursor
     assert decoded.sub_type == "Failover"
-    assert decoded.batch_acks[P(11, 9)].acked_count == 3
+    assert decoded.batch_acks[(11, 9)].acked_count == 3
     assert decoded.encode() == cursor.encode()
 
 
@@ -59,8 +57,8 @@ def test_ten_million_ack_holes_round_trip_exactly_in_under_4_bytes_each():
     # acked entries separated by 1..3 unacked entries: every gap is one ack hole
     entries = np.cumsum(rng.integers(2, 5, size=holes)).astype(np.int64)
     ledgers = make_ledgers(0)
-    ledgers.publish(P(10, int(entries[-1]) + 1))
-    cursor = Cursor("Shared", P(9, -1))
+    ledgers.publish((10, int(entries[-1]) + 1))
+    cursor = Cursor("Shared", (9, -1))
     cursor.acked.add_entries(10, entries)
     data = cursor.encode()
     decoded = Cursor.decode(data)

@@ -33,7 +33,6 @@ from engine.subscription import Changes, Subscription
 from jobs.bench.generate import generate_records
 from tests.engine.conftest import make_ledgers
 
-P = Position
 TOPIC = "persistent://t/ns/fast"
 ENTRIES = 10
 CONSUMERS = (1, 2, 3)
@@ -406,7 +405,7 @@ def test_a_cumulative_run_stops_where_the_plain_call_refuses_or_does_more(sub_ty
         "unknown_consumer",
         *["mark_delete_before_mark_delete"] * 2,
     ]
-    assert state.cursors["s"].mark_delete == P(8, 3)
+    assert state.cursors["s"].mark_delete == (8, 3)
 
 
 # ---- the cursor alone ---------------------------------------------------------------------
@@ -430,7 +429,7 @@ def test_staged_calls_are_the_calls_one_by_one(calls):
     included; a call that cannot be staged (a negative entry id, an entry past its ledger's end)
     applies what was staged, then itself, and staging waits until every acked entry exists."""
     ledgers = make_ledgers(4, 4, 4)
-    published = [P(10 + k // 4, k % 4) for k in range(12)]
+    published = [(10 + k // 4, k % 4) for k in range(12)]
     plain = Cursor.subscribe("Shared", "Earliest", ledgers, published[0])
     staged_cursor = Cursor.subscribe("Shared", "Earliest", ledgers, published[0])
     refused_plain: list[str] = []
@@ -442,7 +441,7 @@ def test_staged_calls_are_the_calls_one_by_one(calls):
         seen = min(seen + grow, 11)
         lac = published[seen]  # the last entry grows as the calls go
         # entry -1 only in the first ledger: elsewhere above mark-delete the bitmap refuses it
-        mids = [MessageId(P(lg if e >= 0 else 10, e), 0b01 if partial else None, 2) for lg, e, partial in ids]
+        mids = [MessageId((lg if e >= 0 else 10, e), 0b01 if partial else None, 2) for lg, e, partial in ids]
         try:
             plain.ack(mids, ledgers, lac, False)
         except EngineRefusal as refusal:

@@ -11,30 +11,30 @@ from tests.engine.conftest import make_ledgers
 
 def test_last_position_is_the_last_published_entry():
     assert Ledgers().last_position == EARLIEST
-    assert make_ledgers(3, 2).last_position == Position(11, 1)
+    assert make_ledgers(3, 2).last_position == (11, 1)
 
 
 def test_next_valid_crosses_ledgers_and_ends_after_the_last_entry():
     ledgers = make_ledgers(3, 0, 2, first_id=10)  # ledger 11 never got an entry: it does not exist
-    assert ledgers.next_valid(Position(10, 1)) == Position(10, 2)
-    assert ledgers.next_valid(Position(10, 2)) == Position(12, 0)
-    assert ledgers.next_valid(Position(10, -1)) == Position(10, 0)
-    assert ledgers.next_valid(Position(12, 1)) == Position(12, 2)
+    assert ledgers.next_valid((10, 1)) == (10, 2)
+    assert ledgers.next_valid((10, 2)) == (12, 0)
+    assert ledgers.next_valid((10, -1)) == (10, 0)
+    assert ledgers.next_valid((12, 1)) == (12, 2)
 
 
 def test_previous_of_entry_zero_is_the_last_entry_of_the_nearest_earlier_ledger():
     ledgers = make_ledgers(3, 0, 2)
-    assert ledgers.previous(Position(12, 0)) == Position(10, 2)
-    assert ledgers.previous(Position(12, 1)) == Position(12, 0)
-    assert ledgers.previous(Position(10, 0)) == Position(10, -1)
+    assert ledgers.previous((12, 0)) == (10, 2)
+    assert ledgers.previous((12, 1)) == (12, 0)
+    assert ledgers.previous((10, 0)) == (10, -1)
 
 
 def test_count_between_is_open_closed_and_skips_missing_ledgers():
     ledgers = make_ledgers(3, 0, 2)
-    assert ledgers.count_between(Position(10, -1), Position(12, 1)) == 5
-    assert ledgers.count_between(Position(10, 2), Position(12, -1)) == 0
-    assert ledgers.count_between(Position(10, 0), Position(10, 0)) == 0
-    assert ledgers.count_between(EARLIEST, Position(10, 1)) == 2
+    assert ledgers.count_between((10, -1), (12, 1)) == 5
+    assert ledgers.count_between((10, 2), (12, -1)) == 0
+    assert ledgers.count_between((10, 0), (10, 0)) == 0
+    assert ledgers.count_between(EARLIEST, (10, 1)) == 2
 
 
 def test_encoding_round_trips_and_rejects_garbage():
@@ -56,8 +56,8 @@ def test_has_entries_between_is_a_positive_count_between(lasts, lower, upper):
     """The shortcut ``Cursor._auto_advance`` asks after every ack answers as the count does."""
     ledgers = Ledgers()
     for k, last in enumerate(lasts):
-        ledgers.publish(Position(10 + 2 * k, last))  # every other ledger id never gets an entry
-    lower_open, upper_closed = Position(*lower), Position(*upper)
+        ledgers.publish((10 + 2 * k, last))  # every other ledger id never gets an entry
+    lower_open, upper_closed = tuple(lower), tuple(upper)
     expected = ledgers.count_between(lower_open, upper_closed) > 0
     assert ledgers.has_entries_between(lower_open, upper_closed) == expected
 
@@ -82,20 +82,20 @@ def test_publish_run_is_publish_of_each_position(before, after):
         out, (ledger, entry) = [], start
         for new_ledger, step in steps:
             ledger, entry = (ledger, entry + step) if new_ledger == 0 else (ledger + new_ledger, step - 1)
-            out.append(Position(ledger, entry))
+            out.append((ledger, entry))
         return out
 
-    first = ascending(before, Position(10, -1))
+    first = ascending(before, (10, -1))
     one_by_one, at_once = Ledgers(), Ledgers()
     for pos in first:
         one_by_one.publish(pos)
         at_once.publish(pos)
-    more = ascending(after, first[-1] if first else Position(10, -1))
+    more = ascending(after, first[-1] if first else (10, -1))
     for pos in more:
         one_by_one.publish(pos)
     at_once.publish_run(
-        np.asarray([p.ledger_id for p in more], dtype=np.int64),
-        np.asarray([p.entry_id for p in more], dtype=np.int64),
+        np.asarray([p[0] for p in more], dtype=np.int64),
+        np.asarray([p[1] for p in more], dtype=np.int64),
     )
     assert at_once == one_by_one
     assert at_once.total_entries == one_by_one.total_entries

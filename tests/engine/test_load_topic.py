@@ -9,7 +9,7 @@ rule it pins.
 
 from __future__ import annotations
 
-from engine import EngineSettings, EventBatch, Position
+from engine import EngineSettings, EventBatch
 from engine.subscription import Subscription
 from tests.engine.test_cursor_operations import Events, apply_cut_at, apply_events
 
@@ -54,7 +54,7 @@ def test_a_shared_subscription_keeps_no_pending_ack_and_no_replay():
     events.dispatch(3, 0).dispatch(3, 1).dispatch(3, 2, consumer_id=2)
     events.add("CLOSE_CONSUMER", subscription="s", consumer_id=1)  # 3:0, 3:1 to the replay set
     state, _ = apply_events(events)
-    assert list(state.subscriptions["s"].redeliveries) == [Position(3, 0), Position(3, 1)]
+    assert list(state.subscriptions["s"].redeliveries) == [(3, 0), (3, 1)]
     state, result = apply_events(_load(events))
     sub = state.subscriptions["s"]
     assert not result.rejects

@@ -15,10 +15,8 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import EngineSettings, EventBatch, PartitionState, Position
+from engine import EngineSettings, EventBatch, PartitionState, Position, position_text
 from engine.ackset import mask_to_words, next_set_bit, words_to_mask
-
-P = Position
 
 
 @dataclass
@@ -33,16 +31,16 @@ class Model:
 
     @property
     def lac(self) -> Position:
-        return self.published[-1] if self.published else P(-1, -1)
+        return self.published[-1] if self.published else (-1, -1)
 
     def subscribe(self) -> None:
-        self.md = P(self.published[0].ledger_id, -1) if self.published else P(-1, -1)
+        self.md = (self.published[0][0], -1) if self.published else (-1, -1)
 
     def prev(self, pos: Position) -> Position:
-        if pos.entry_id > 0:
-            return P(pos.ledger_id, pos.entry_id - 1)
-        earlier = [p for p in self.published if p.ledger_id < pos.ledger_id]
-        return earlier[-1] if earlier else P(pos.ledger_id, -1)
+        if pos[1] > 0:
+            return (pos[0], pos[1] - 1)
+        earlier = [p for p in self.published if p[0] < pos[0]]
+        return earlier[-1] if earlier else (pos[0], -1)
 
     def _walk(self) -> None:
         assert self.md is not None
@@ -97,11 +95,11 @@ class Model:
     def ranges(self) -> str:
         runs: list[str] = []
         for p in sorted(self.acked):
-            prev = P(p.ledger_id, p.entry_id - 1)
+            prev = (p[0], p[1] - 1)
             if runs and prev in self.acked:
-                runs[-1] = runs[-1].rsplit("..", 1)[0] + f"..{p}]"
+                runs[-1] = runs[-1].rsplit("..", 1)[0] + f"..{position_text(p)}]"
             else:
-                runs.append(f"({prev}..{p}]")
+                runs.append(f"({position_text(prev)}..{position_text(p)}]")
         return "[" + ",".join(runs) + "]"
 
 
@@ -119,7 +117,7 @@ def scenarios(draw):
     events.append(
         {"type": "SUBSCRIBE", "subscription": "s", "sub_type": "Exclusive", "initial_position": "Earliest"}
     )
-    positions = [P(10, e) for e in range(entry + 1)]
+    positions = [(10, e) for e in range(entry + 1)]
     for _ in range(draw(st.integers(1, 40))):
         op = draw(st.sampled_from(["publish", "roll", "ack", "ack", "ack", "cumulative", "batch"]))
         if op in ("publish", "roll"):
@@ -127,20 +125,19 @@ def scenarios(draw):
                 ledger += draw(st.integers(1, 2))  # ledger ids may skip (never-used ledgers)
                 entry = -1
             entry += 1
-            positions.append(P(ledger, entry))
+            positions.append((ledger, entry))
             events.append({"type": "PUBLISH", "ledger_id": ledger, "entry_id": entry})
             continue
-        beyond = [P(ledger, entry + 1), P(ledger + 1, 0)]
+        beyond = [(ledger, entry + 1), (ledger + 1, 0)]
         pick = st.sampled_from(positions + beyond)
         if op == "ack":
             ids = [
-                {"ledger_id": p.ledger_id, "entry_id": p.entry_id}
-                for p in draw(st.lists(pick, min_size=1, max_size=4))
+                {"ledger_id": p[0], "entry_id": p[1]} for p in draw(st.lists(pick, min_size=1, max_size=4))
             ]
             events.append({"type": "ACK", "subscription": "s", "ack_type": "Individual", "message_ids": ids})
         else:
             pos = draw(pick)
-            mid = {"ledger_id": pos.ledger_id, "entry_id": pos.entry_id}
+            mid = {"ledger_id": pos[0], "entry_id": pos[1]}
             if op == "batch" or draw(st.booleans()):
                 mask = draw(st.integers(0, (1 << BATCH_SIZE) - 1))
                 mid |= {"batch_size": BATCH_SIZE, "ack_set": mask_to_words(mask) or [0]}
@@ -155,13 +152,13 @@ def scenarios(draw):
 
 def _drive_model(model: Model, event: dict) -> None:
     if event["type"] == "PUBLISH":
-        model.published.append(P(event["ledger_id"], event["entry_id"]))
+        model.published.append((event["ledger_id"], event["entry_id"]))
     elif event["type"] == "SUBSCRIBE":
         model.subscribe()
     else:
         ids = [
             (
-                P(m["ledger_id"], m["entry_id"]),
+                (m["ledger_id"], m["entry_id"]),
                 words_to_mask(m["ack_set"]) if "ack_set" in m else None,
                 m.get("batch_size", 1),
             )

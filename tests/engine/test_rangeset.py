@@ -2,14 +2,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine import AckRangeSet, Position
+from engine import AckRangeSet
 from tests.engine.conftest import make_ledgers
 
 
 def _set(*positions: tuple[int, int]) -> AckRangeSet:
     rs = AckRangeSet()
     for ledger, entry in positions:
-        rs.add(Position(ledger, entry))
+        rs.add((ledger, entry))
     return rs
 
 
@@ -33,19 +33,19 @@ def test_size_counts_runs_not_entries():
 
 def test_first_range_and_range_containing():
     rs = _set((5, 3), (5, 4), (5, 9), (6, 0))
-    assert rs.first_range() == (Position(5, 2), Position(5, 4))
-    assert rs.range_upper(Position(5, 3)) == Position(5, 4)
-    assert rs.range_upper(Position(6, 0)) == Position(6, 0)
+    assert rs.first_range() == ((5, 2), (5, 4))
+    assert rs.range_upper((5, 3)) == (5, 4)
+    assert rs.range_upper((6, 0)) == (6, 0)
     assert AckRangeSet().first_range() is None
 
 
 def test_remove_at_most_drops_lower_ledgers_and_a_prefix():
     rs = _set((1, 0), (2, 1), (2, 2), (2, 5), (3, 0))
-    rs.remove_at_most(Position(2, 2))
+    rs.remove_at_most((2, 2))
     assert str(rs) == "[(2:4..2:5],(3:-1..3:0]]"
-    rs.remove_at_most(Position(2, -1))
+    rs.remove_at_most((2, -1))
     assert str(rs) == "[(2:4..2:5],(3:-1..3:0]]"
-    rs.remove_at_most(Position(3, 0))
+    rs.remove_at_most((3, 0))
     assert not rs
 
 

@@ -120,9 +120,6 @@ class Stream:
         return {p: a.redelivery_count for p, a in self.sub(name).consumers[cid].pending.items()}
 
 
-P = Position
-
-
 def shared_with_two(entries: int = 4, **settings: Any) -> Stream:
     s = Stream(EngineSettings(**settings))
     s.publish(10, *range(entries))
@@ -136,9 +133,9 @@ def test_ack_from_another_consumer_removes_the_owners_pending_ack():
     s = shared_with_two()
     s.apply(s.dispatch(1, 10, 0), s.dispatch(1, 10, 1))
     s.apply(s.ack(2, (10, 0)))
-    assert s.pending(1) == {P(10, 1): 0}
+    assert s.pending(1) == {(10, 1): 0}
     assert (s.unacked_messages(1), s.unacked_messages(2)) == (1, 0)
-    assert s.state.cursors["s"].mark_delete == P(10, 0)
+    assert s.state.cursors["s"].mark_delete == (10, 0)
 
 
 def test_ack_of_an_entry_nobody_holds_moves_the_cursor_only():
@@ -146,7 +143,7 @@ def test_ack_of_an_entry_nobody_holds_moves_the_cursor_only():
     s = shared_with_two()
     s.apply(s.dispatch(1, 10, 1))
     s.apply(s.ack(2, (10, 0)))
-    assert s.state.cursors["s"].mark_delete == P(10, 0)
+    assert s.state.cursors["s"].mark_delete == (10, 0)
     assert (s.unacked_messages(1), s.unacked_messages(2)) == (1, 0)
 
 
@@ -155,7 +152,7 @@ def test_cumulative_ack_on_shared_is_ignored_and_recorded():
     s = shared_with_two()
     s.apply(s.dispatch(1, 10, 0), s.ack(1, (10, 0), cumulative=True))
     assert s.rejects == ["cumulative_ack_not_allowed"]
-    assert s.state.cursors["s"].mark_delete == P(10, -1)
+    assert s.state.cursors["s"].mark_delete == (10, -1)
     assert s.unacked_messages(1) == 1
 
 
@@ -167,7 +164,7 @@ def test_batch_index_ack_lowers_unacked_but_keeps_the_pending_ack():
     # indexes 0 and 1 acked: bits set = still unacked -> 0b11100
     s.apply(s.ack(1, {"ledger_id": 10, "entry_id": 0, "batch_size": 5, "ack_set": [0b11100]}))
     assert s.unacked_messages(1) == 3
-    assert P(10, 0) in s.sub().consumers[1].pending
+    assert (10, 0) in s.sub().consumers[1].pending
     s.apply(s.ack(1, (10, 0)))  # the client's final plain ack: the 3 remaining messages
     assert s.unacked_messages(1) == 0
     assert s.sub().consumers[1].pending == {}
@@ -211,7 +208,7 @@ def test_acks_of_an_unknown_consumer_are_dropped():
     s = shared_with_two()
     s.apply(s.ack(9, (10, 0)))
     assert s.rejects == ["unknown_consumer"]
-    assert s.state.cursors["s"].mark_delete == P(10, -1)
+    assert s.state.cursors["s"].mark_delete == (10, -1)
 
 
 # ---- section 4: redelivery ------------------------------------------------------------------
@@ -221,13 +218,13 @@ def test_redeliver_with_ids_takes_only_the_callers_pending_acks():
     s.apply(s.dispatch(1, 10, 0), s.dispatch(2, 10, 1))
     s.apply(s.ids("REDELIVER", 1, (10, 0), (10, 1)))
     assert s.pending(1) == {}
-    assert s.pending(2) == {P(10, 1): 0}
-    row = s.sub().redeliveries[P(10, 0)]
+    assert s.pending(2) == {(10, 1): 0}
+    row = s.sub().redeliveries[(10, 0)]
     assert (row.reason, row.redelivery_count) == (REDELIVER, 1)
-    assert P(10, 1) not in s.sub().redeliveries
+    assert (10, 1) not in s.sub().redeliveries
     s.apply(s.dispatch(2, 10, 0))
-    assert s.pending(2) == {P(10, 1): 0, P(10, 0): 1}
-    assert P(10, 0) not in s.sub().redeliveries  # delivered again
+    assert s.pending(2) == {(10, 1): 0, (10, 0): 1}
+    assert (10, 0) not in s.sub().redeliveries  # delivered again
 
 
 def test_redeliver_all_resets_unacked_and_counts_grow():
@@ -236,7 +233,7 @@ def test_redeliver_all_resets_unacked_and_counts_grow():
     s.apply(s.ids("REDELIVER", 1))
     assert s.unacked_messages(1) == 0
     s.apply(s.dispatch(2, 10, 0), s.ids("REDELIVER", 2), s.dispatch(1, 10, 0))
-    assert s.pending(1) == {P(10, 0): 2}
+    assert s.pending(1) == {(10, 0): 2}
 
 
 def test_redelivery_count_grows_even_when_already_queued():
@@ -244,7 +241,7 @@ def test_redelivery_count_grows_even_when_already_queued():
     s = shared_with_two()
     s.apply(s.dispatch(1, 10, 0), s.ids("REDELIVER", 1))
     s.apply(s.dispatch(1, 10, 0), s.ids("REDELIVER", 1))
-    assert s.sub().redeliveries[P(10, 0)].redelivery_count == 2
+    assert s.sub().redeliveries[(10, 0)].redelivery_count == 2
 
 
 def test_consumer_close_replays_without_a_bump_and_the_last_one_clears_counts():
@@ -252,21 +249,21 @@ def test_consumer_close_replays_without_a_bump_and_the_last_one_clears_counts():
     s = shared_with_two()
     s.apply(s.dispatch(1, 10, 0), s.ids("REDELIVER", 1), s.dispatch(1, 10, 0), s.dispatch(1, 10, 1))
     s.apply(s.close(1))
-    assert s.sub().redeliveries[P(10, 0)].reason == CONSUMER_CLOSED
-    assert s.sub().redeliveries[P(10, 0)].redelivery_count == 1
-    assert s.sub().redeliveries[P(10, 1)].redelivery_count == 0
+    assert s.sub().redeliveries[(10, 0)].reason == CONSUMER_CLOSED
+    assert s.sub().redeliveries[(10, 0)].redelivery_count == 1
+    assert s.sub().redeliveries[(10, 1)].redelivery_count == 0
     assert s.sub().unacked_messages() == 0
     s.apply(s.close(2))
     assert s.sub().redeliveries == {} and s.sub().tracker == {}
     s.apply(s.subscribe(3), s.dispatch(3, 10, 0))
-    assert s.pending(3) == {P(10, 0): 0}
+    assert s.pending(3) == {(10, 0): 0}
 
 
 def test_replay_only_after_mark_delete():
     """4 edge 4: positions at or before mark-delete never enter the replay set."""
     s = shared_with_two()
     s.apply(s.dispatch(1, 10, 0), s.dispatch(2, 10, 0))  # sent elsewhere: moves to c2
-    assert s.pending(1) == {} and s.pending(2) == {P(10, 0): 0}
+    assert s.pending(1) == {} and s.pending(2) == {(10, 0): 0}
 
 
 def test_exclusive_admits_one_consumer():
@@ -291,7 +288,7 @@ def test_redeliver_on_failover_only_from_the_active_consumer_and_not_during_a_sw
     s.apply({**s.ids("REDELIVER", 2), "at": s.time + 10})
     assert s.rejects[-1] == "redeliver_during_failover_switch"
     s.apply(s.ack(1 + 1, (10, 0)))  # acks from any consumer count
-    assert s.state.cursors["s"].mark_delete == P(10, 0)
+    assert s.state.cursors["s"].mark_delete == (10, 0)
 
 
 def test_failover_changes_record_the_delay_as_effective_at():
@@ -326,19 +323,19 @@ def test_nack_redelivers_after_the_delay_on_the_partition_clock():
     s.apply(s.subscribe(3, negative_ack_delay_ms=3000))
     s.apply(s.dispatch(3, 10, 0), s.ids("NACK", 3, (10, 0)))
     nacked_at = s.time
-    assert s.sub().redeliveries[P(10, 0)].scheduled
+    assert s.sub().redeliveries[(10, 0)].scheduled
     s.publish(10, 5)  # 1 s later: not due
-    assert s.pending(3) == {P(10, 0): 0}
+    assert s.pending(3) == {(10, 0): 0}
     s.apply({"type": "PUBLISH", "ledger_id": 10, "entry_id": 6, "at": nacked_at + 3000})
     assert s.pending(3) == {}
-    row = s.sub().redeliveries[P(10, 0)]
+    row = s.sub().redeliveries[(10, 0)]
     assert (row.reason, row.due_at, row.redelivery_count, row.scheduled) == (NACK, nacked_at + 3000, 1, False)
 
 
 def test_nack_delay_has_a_100_ms_floor():
     s = shared_with_two()
     s.apply(s.subscribe(3, negative_ack_delay_ms=0), s.dispatch(3, 10, 0), s.ids("NACK", 3, (10, 0)))
-    assert s.sub().redeliveries[P(10, 0)].due_at == s.time + 100
+    assert s.sub().redeliveries[(10, 0)].due_at == s.time + 100
 
 
 def test_ack_timeout_redelivers_unacked_entries():
@@ -348,7 +345,7 @@ def test_ack_timeout_redelivers_unacked_entries():
     s.apply(s.ack(3, (10, 1)))
     s.apply({"type": "PUBLISH", "ledger_id": 10, "entry_id": 9, "at": dispatched + 5000})
     assert s.pending(3) == {}
-    row = s.sub().redeliveries[P(10, 0)]
+    row = s.sub().redeliveries[(10, 0)]
     assert (row.reason, row.redelivery_count) == (ACK_TIMEOUT, 1)
 
 
@@ -359,9 +356,9 @@ def test_dead_letter_once_delivered_with_the_max_count():
     for _ in range(2):
         s.apply(s.dispatch(3, 10, 0), s.ids("REDELIVER", 3, (10, 0)))
     s.apply(s.dispatch(3, 10, 0))
-    assert s.pending(3) == {P(10, 0): 2}
+    assert s.pending(3) == {(10, 0): 2}
     s.apply({**s.ids("NACK", 3, (10, 0)), "negative_ack_delay_ms": 100})
-    assert s.sub().redeliveries[P(10, 0)].dead_letter
+    assert s.sub().redeliveries[(10, 0)].dead_letter
 
 
 def test_subscription_state_round_trips_exactly():
@@ -394,10 +391,10 @@ def test_cursor_opened_before_any_entry_sits_before_the_first_ledger(initial: st
     before the first publish shows ``markDeletePosition`` ``14:-1`` once entries land in ledger 14."""
     s = Stream()
     s.apply(s.subscribe(1, initial_position=initial), s.subscribe(2, sub="later", initial_position=initial))
-    assert s.state.cursors["s"].mark_delete == P(-1, -1)
+    assert s.state.cursors["s"].mark_delete == (-1, -1)
     s.publish(14, 0, 1)
-    assert s.state.cursors["s"].mark_delete == P(14, -1)
-    assert s.state.cursors["later"].mark_delete == P(14, -1)
+    assert s.state.cursors["s"].mark_delete == (14, -1)
+    assert s.state.cursors["later"].mark_delete == (14, -1)
     assert s.state.cursors["s"].backlog(s.state.ledgers) == 2
 
 
@@ -412,7 +409,7 @@ def test_batch_index_ack_without_batch_size_takes_it_from_the_pending_ack():
     s.apply(s.ack(1, {"ledger_id": 10, "entry_id": 0, "ack_set": [0b11110]}))
     assert s.rejects == []
     assert s.unacked_messages(1) == 3
-    partial = s.state.cursors["s"].batch_acks[P(10, 0)]
+    partial = s.state.cursors["s"].batch_acks[(10, 0)]
     assert (partial.batch_size, partial.acked_count) == (5, 2)
 
 
@@ -445,7 +442,7 @@ def test_two_ids_of_one_batch_in_one_command_each_count_against_the_cursor_befor
     same = {"ledger_id": 10, "entry_id": 0, "ack_set": [0b11010]}
     s.apply(s.ack(1, same, dict(same)))
     assert s.unacked_messages(1) == 1
-    assert s.state.cursors["s"].batch_acks[P(10, 0)].acked_count == 2  # the cursor ANDs: exact
+    assert s.state.cursors["s"].batch_acks[(10, 0)].acked_count == 2  # the cursor ANDs: exact
 
 
 def test_the_same_ids_in_two_commands_count_once():
@@ -466,10 +463,10 @@ def test_ids_after_one_beyond_the_last_entry_still_release_their_pending_acks():
     s.apply(s.subscribe(1), *(s.dispatch(1, 10, e) for e in (0, 1, 2)))
     s.apply(s.ack(1, (10, 0), (10, 9), (10, 1)))
     assert s.rejects == ["ack_beyond_last_published"]
-    assert s.pending(1) == {P(10, 2): 0}
+    assert s.pending(1) == {(10, 2): 0}
     assert s.unacked_messages(1) == 1
-    assert s.state.cursors["s"].mark_delete == P(10, 0)
-    assert not s.state.cursors["s"].is_deleted(P(10, 1))
+    assert s.state.cursors["s"].mark_delete == (10, 0)
+    assert not s.state.cursors["s"].is_deleted((10, 1))
 
 
 def test_exclusive_dispatch_of_an_acked_entry_is_a_fact_not_a_refusal():
@@ -480,7 +477,7 @@ def test_exclusive_dispatch_of_an_acked_entry_is_a_fact_not_a_refusal():
     s.publish(24, 0, 1)
     s.apply(s.subscribe(1, "Exclusive"), s.dispatch(1, 24, 0), s.ack(1, (24, 0)), s.dispatch(1, 24, 0))
     assert s.rejects == []
-    assert s.state.cursors["s"].mark_delete == P(24, 0)
+    assert s.state.cursors["s"].mark_delete == (24, 0)
 
 
 def test_shared_dispatch_of_an_acked_entry_counts_like_any_dispatch():
@@ -541,7 +538,7 @@ def test_an_implicit_consumer_is_then_served_like_a_subscribed_one():
     assert (s.unacked_messages(7), s.unacked_messages(8)) == (2, 1)
     s.apply(s.ack(7, (10, 0), (10, 1)), s.ack(8, (10, 2)))
     assert (s.unacked_messages(7), s.unacked_messages(8)) == (0, 0)
-    assert s.state.cursors["s"].mark_delete == P(10, 2)
+    assert s.state.cursors["s"].mark_delete == (10, 2)
     s.apply(s.close(7))  # and it leaves like one
     assert 7 not in s.sub().consumers
 
@@ -552,7 +549,7 @@ def test_a_long_run_of_acks_attaches_each_unknown_consumer_once_in_order():
     s.apply(*[s.ack(9 if e % 2 else 8, (10, e)) for e in range(4)] * 3)
     assert s.rejects == []
     assert [c.consumer_id for c in sorted(s.sub().consumers.values(), key=lambda c: c.order)] == [8, 9]
-    assert s.state.cursors["s"].mark_delete == P(10, 3)
+    assert s.state.cursors["s"].mark_delete == (10, 3)
 
 
 def test_implicit_consumers_do_not_create_a_subscription():
@@ -577,7 +574,7 @@ def test_an_implicit_failover_consumer_becomes_active():
     s = _closed_after_subscribing("Failover", implicit=True)
     s.apply(s.ack(7, (10, 1), cumulative=True))
     assert s.sub().active == 7
-    assert s.state.cursors["s"].mark_delete == P(10, 1)
+    assert s.state.cursors["s"].mark_delete == (10, 1)
 
 
 def test_the_implicit_mark_survives_encoding():
@@ -595,7 +592,7 @@ def _shared_subscription(
     """Three Shared consumers after ``ops``: dispatches (an entry sent to another consumer moves
     its pending ack), nacks (scheduled replays) and redeliveries with ids (tracker counts)."""
     settings = SubscriptionSettings(max_unacked_messages_per_consumer=4)
-    cursor = Cursor("Shared", Position(5, 1))
+    cursor = Cursor("Shared", (5, 1))
     sub = Subscription()
     for cid in (1, 2, 3):
         sub.subscribe(
@@ -624,7 +621,7 @@ def _apply_ops(
 ) -> None:
     """``ops`` on entries of ledgers 5-7, one ms apart from ``start``."""
     for now, (kind, cid, entry) in enumerate(ops, start=start):
-        pos = Position(5 + entry // 6, entry % 6)
+        pos = (5 + entry // 6, entry % 6)
         if kind == "DISPATCH":
             sub.dispatch(cursor, cid, pos, 1 + entry % 3, 0, now, settings)
         elif kind == "NACK":
@@ -682,21 +679,21 @@ def test_redeliver_all_of_overlapping_pending_acks_takes_the_eager_path():
     hand-made or corrupt state could): ``holder`` names the other consumer, which keeps it there,
     and the replays are written one by one, as a redeliver naming every id does."""
     settings_ = SubscriptionSettings(max_unacked_messages_per_consumer=0)
-    cursor = Cursor("Shared", Position(5, -1))
+    cursor = Cursor("Shared", (5, -1))
     subs = []
     for _ in range(2):
         sub = Subscription()
         for cid in (1, 2):
             sub.subscribe(cursor, Consumer(cid, f"c{cid}", 0, 0, 0), "Shared", cid, settings_)
-        sub.dispatch(cursor, 1, Position(5, 0), 1, 0, 10, settings_)
-        sub.dispatch(cursor, 2, Position(5, 1), 1, 0, 11, settings_)
-        sub.consumers[2].pending[Position(5, 0)] = sub.consumers[1].pending[Position(5, 0)]
+        sub.dispatch(cursor, 1, (5, 0), 1, 0, 10, settings_)
+        sub.dispatch(cursor, 2, (5, 1), 1, 0, 11, settings_)
+        sub.consumers[2].pending[(5, 0)] = sub.consumers[1].pending[(5, 0)]
         subs.append(sub)
     bulk, one_by_one = subs
     bulk.redeliver(cursor, 2, None, 20, REDELIVER, settings_)
     one_by_one.redeliver(cursor, 2, list(one_by_one.consumers[2].pending), 20, REDELIVER, settings_)
     assert not bulk._bulk  # written one by one
-    assert bulk.holder == one_by_one.holder == {Position(5, 0): 1}
+    assert bulk.holder == one_by_one.holder == {(5, 0): 1}
     # (the unacked counts differ, as before: a redeliver-all zeroes it, ids subtract each entry)
     assert bulk.redeliveries == one_by_one.redeliveries and bulk.tracker == one_by_one.tracker
     assert bulk.changes.all_redeliveries() == one_by_one.changes.all_redeliveries()
@@ -733,8 +730,8 @@ def _encode_by_position(sub: Subscription) -> bytes:
     pending = [
         (
             c.consumer_id,
-            p.ledger_id,
-            p.entry_id,
+            p[0],
+            p[1],
             a.batch_size,
             a.sticky_key_hash,
             a.dispatched_at,
@@ -744,11 +741,11 @@ def _encode_by_position(sub: Subscription) -> bytes:
         for c in consumers
         for p, a in c.pending.items()
     ]
-    tracker = [(p.ledger_id, p.entry_id, n) for p, n in sub.tracker.items()]
+    tracker = [(p[0], p[1], n) for p, n in sub.tracker.items()]
     redeliveries = [
         (
-            p.ledger_id,
-            p.entry_id,
+            p[0],
+            p[1],
             r.consumer_id,
             r.requested_at,
             r.due_at,
@@ -758,7 +755,7 @@ def _encode_by_position(sub: Subscription) -> bytes:
         )
         for p, r in sub.redeliveries.items()
     ]
-    nacks = [(d, c, p.ledger_id, p.entry_id) for d, c, p in sub.nacks]
+    nacks = [(d, c, p[0], p[1]) for d, c, p in sub.nacks]
     blob = json.dumps(head, separators=(",", ":")).encode()
     parts = [frame(b"AKS", 1), struct.pack("<I", len(blob)), blob]
     for rows, width in ((pending, 8), (tracker, 3), (redeliveries, 8), (nacks, 4)):
@@ -825,7 +822,7 @@ def test_encode_of_redeliver_alls_as_columns_is_the_encode_of_the_materialized_s
     over positions counted before), fired nack and ack-timeout timers, and consumers closing and
     coming back, its bytes are those of materializing first, and the state is left unchanged."""
     settings_ = SubscriptionSettings(max_unacked_messages_per_consumer=3)
-    cursor = Cursor("Shared", Position(5, 1))
+    cursor = Cursor("Shared", (5, 1))
     sub = Subscription()
 
     def consumer(cid: int, now: int) -> Consumer:
@@ -888,12 +885,12 @@ def test_encode_folds_blocks_over_rows_the_dictionaries_already_hold(ops, blocks
     written again keeping its first place with its last value and reason."""
     _, sub, _ = _shared_subscription(ops)
     for picks, cid, reason, pending in blocks:
-        counts = dict(sorted((Position(5 + e // 6, e % 6), n) for e, n in picks))  # each once
+        counts = dict(sorted(((5 + e // 6, e % 6), n) for e, n in picks))  # each once
         if far:
-            counts[Position(7, 2**40)] = 1
+            counts[(7, 2**40)] = 1
         block = BulkReplay(
-            np.asarray([p.ledger_id for p in counts], dtype=np.int64),
-            np.asarray([p.entry_id for p in counts], dtype=np.int64),
+            np.asarray([p[0] for p in counts], dtype=np.int64),
+            np.asarray([p[1] for p in counts], dtype=np.int64),
             np.asarray(list(counts.values()), dtype=np.int64),
             cid,
             reason,

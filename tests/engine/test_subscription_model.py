@@ -101,14 +101,14 @@ def _replay_model(events: list[dict[str, Any]], cfg: EngineSettings) -> None:
     late: set[Position] = set()  # dispatched after they were acked
     for event in events:
         cursor = state.cursors.get("s")
-        pos = Position(7, event.get("entry_id", -1))
+        pos = (7, event.get("entry_id", -1))
         if event["type"] == "DISPATCH" and cursor is not None and cursor.is_deleted(pos):
             late.add(pos)
         result = state.apply(EventBatch.from_records([event]), cfg)
         refused = bool(result.rejects)
         sub = state.subscriptions.get("s")
         if event["type"] == "DISPATCH" and not refused and sub is not None:
-            dispatched.add(Position(7, event["entry_id"]))
+            dispatched.add((7, event["entry_id"]))
         if event["type"] == "CLOSE_CONSUMER" and not refused and sub is not None and not sub.consumers:
             dispatched.clear()  # the last consumer left: replay set and tracker are wiped
             late.clear()

@@ -14,7 +14,7 @@ from engine import (
     Ledgers,
     MessageId,
     PartitionState,
-    Position,
+    position_text,
 )
 from engine.subscription import Subscription
 from tests.engine.conftest import make_ledgers
@@ -22,7 +22,7 @@ from tests.engine.conftest import make_ledgers
 
 def _acked(ledgers: Ledgers, *positions: tuple[int, int], sub_type: str = "Exclusive") -> Cursor:
     cursor = Cursor.subscribe(sub_type, "Earliest", ledgers, ledgers.last_position)
-    cursor.ack([MessageId(Position(*p)) for p in positions], ledgers, ledgers.last_position, True)
+    cursor.ack([MessageId(tuple(p)) for p in positions], ledgers, ledgers.last_position, True)
     return cursor
 
 
@@ -32,8 +32,8 @@ def test_trim_before_drops_lower_ledgers_and_keeps_counts_consistent():
     assert list(ledgers) == [(12, 3)]
     assert ledgers.total_entries == 4
     assert ledgers.first_ledger_id == 12
-    assert ledgers.next_valid(Position(11, 2)) == Position(12, 0)
-    assert ledgers.count_between(Position(11, 2), Position(12, 3)) == 4
+    assert ledgers.next_valid((11, 2)) == (12, 0)
+    assert ledgers.count_between((11, 2), (12, 3)) == 4
     assert ledgers.trim_before(12) == []  # idempotent
 
 
@@ -42,7 +42,7 @@ def test_trim_before_never_deletes_the_last_ledger():
     ledgers = make_ledgers(2, 2)
     assert ledgers.trim_before(99) == [(10, 1)]
     assert list(ledgers) == [(11, 1)]
-    assert ledgers.last_position == Position(11, 1)
+    assert ledgers.last_position == (11, 1)
     assert make_ledgers(3).trim_before(99) == []
     assert Ledgers().trim_before(5) == []
 
@@ -51,7 +51,7 @@ def test_cursor_behind_the_deleted_ledgers_moves_to_their_last_entry_and_absorbs
     ledgers = make_ledgers(10, 5, 10)  # 10 (0..9), 11 (0..4), 12 (0..9)
     # holes at 10:0.., acked 10:5, 11:1, 12:0, 12:1, 12:3
     cursor = _acked(ledgers, (10, 5), (11, 1), (12, 0), (12, 1), (12, 3))
-    assert str(cursor.mark_delete) == "10:-1"
+    assert position_text(cursor.mark_delete) == "10:-1"
     state = PartitionState("t", 0, ledgers, {"sub": cursor})
 
     result = state.trim_ledgers(12)
@@ -60,7 +60,7 @@ def test_cursor_behind_the_deleted_ledgers_moves_to_their_last_entry_and_absorbs
     assert result.entries_removed == 15
     assert result.advanced == {"sub"}
     # asyncMarkDelete(11:4) extends over the acked run 12:0..12:1 that follows it
-    assert cursor.mark_delete == Position(12, 1)
+    assert cursor.mark_delete == (12, 1)
     assert cursor.individually_deleted_messages == "[(12:2..12:3]]"
     assert cursor.backlog(state.ledgers) == 7  # 12:2..12:9 minus the acked 12:3
     assert cursor.non_contiguous_deleted_ranges == 1
@@ -71,18 +71,18 @@ def test_cursor_behind_the_deleted_ledgers_stops_on_their_last_entry_without_a_f
     cursor = _acked(ledgers, (10, 2), (11, 3))
     state = PartitionState("t", 0, ledgers, {"sub": cursor})
     state.trim_ledgers(11)
-    assert cursor.mark_delete == Position(10, 3)  # Pulsar prints the deleted ledger's last entry
+    assert cursor.mark_delete == (10, 3)  # Pulsar prints the deleted ledger's last entry
     assert cursor.individually_deleted_messages == "[(11:2..11:3]]"
     assert cursor.backlog(state.ledgers) == 3
     # a broker restart would recover it as 11:-1 (recoveredCursor only moves L:-1 positions):
     # the same place, no entry lies between them
-    assert state.ledgers.next_valid(cursor.mark_delete) == Position(11, 0)
+    assert state.ledgers.next_valid(cursor.mark_delete) == (11, 0)
 
 
 def test_cursor_already_past_the_deleted_ledgers_is_left_alone():
     ledgers = make_ledgers(4, 4)
     ahead = _acked(ledgers, (10, 0), (10, 1), (10, 2), (10, 3), (11, 0), (11, 2))
-    assert ahead.mark_delete == Position(11, 0)
+    assert ahead.mark_delete == (11, 0)
     before = Cursor.decode(ahead.encode())
     state = PartitionState("t", 0, ledgers, {"ahead": ahead})
     result = state.trim_ledgers(11)
@@ -94,15 +94,11 @@ def test_cursor_already_past_the_deleted_ledgers_is_left_alone():
 def test_batch_state_in_the_deleted_ledgers_is_dropped():
     ledgers = make_ledgers(4, 4)
     cursor = Cursor.subscribe("Exclusive", "Earliest", ledgers, ledgers.last_position)
-    cursor.ack(
-        [MessageId(Position(10, 2), ack_set=0b1100, batch_size=4)], ledgers, ledgers.last_position, True
-    )
-    cursor.ack(
-        [MessageId(Position(11, 1), ack_set=0b0011, batch_size=4)], ledgers, ledgers.last_position, True
-    )
+    cursor.ack([MessageId((10, 2), ack_set=0b1100, batch_size=4)], ledgers, ledgers.last_position, True)
+    cursor.ack([MessageId((11, 1), ack_set=0b0011, batch_size=4)], ledgers, ledgers.last_position, True)
     assert len(cursor.batch_acks) == 2
     PartitionState("t", 0, ledgers, {"sub": cursor}).trim_ledgers(11)
-    assert sorted(cursor.batch_acks) == [Position(11, 1)]
+    assert sorted(cursor.batch_acks) == [(11, 1)]
 
 
 def test_trim_is_idempotent_and_survives_the_encoding():
@@ -123,8 +119,8 @@ def test_trimming_beyond_the_last_ledger_keeps_it_and_moves_every_cursor_behind_
     state = PartitionState("t", 0, ledgers, {"sub": cursor})
     result = state.trim_ledgers(1_000)
     assert result.removed == [(10, 2)]
-    assert cursor.mark_delete == Position(10, 2)
-    assert state.ledgers.last_position == Position(11, 2)
+    assert cursor.mark_delete == (10, 2)
+    assert state.ledgers.last_position == (11, 2)
 
 
 def test_events_after_a_trim_apply_to_the_trimmed_state():
@@ -166,8 +162,8 @@ def test_events_after_a_trim_apply_to_the_trimmed_state():
     ]
     result = state.apply(EventBatch.from_records(records), EngineSettings())
     assert result.rejects == []
-    assert state.cursors["new"].mark_delete == Position(11, -1)
-    assert cursor.mark_delete == Position(11, 1)
+    assert state.cursors["new"].mark_delete == (11, -1)
+    assert cursor.mark_delete == (11, 1)
     assert cursor.backlog(state.ledgers) == 2  # 11:2 and 12:0
     assert list(state.ledgers) == [(11, 2), (12, 0)]
 
@@ -202,17 +198,17 @@ def test_trim_forgets_replays_in_deleted_ledgers_and_keeps_pending_acks():
     state = _shared_consumer_state()
     sub = state.subscriptions["s"]
     sub.changes.redeliveries.clear()
-    assert sorted(map(str, sub.redeliveries)) == ["10:0", "10:1", "11:1"]
-    assert sorted(sub.tracker.items()) == [(Position(10, 0), 1), (Position(11, 1), 1)]
+    assert sorted(map(position_text, sub.redeliveries)) == ["10:0", "10:1", "11:1"]
+    assert sorted(sub.tracker.items()) == [((10, 0), 1), ((11, 1), 1)]
 
     result = state.trim_ledgers(11)
     assert result.advanced == {"s"}
-    assert state.cursors["s"].mark_delete == Position(10, 2)
-    assert sorted(map(str, sub.redeliveries)) == ["10:1", "11:1"]  # the scheduled nack stays
-    assert sub.redeliveries[Position(10, 1)].scheduled
-    assert sub.changes.redeliveries == {Position(10, 0): None}
-    assert sorted(sub.tracker) == [Position(11, 1)]
-    assert sorted(map(str, sub.consumers[1].pending)) == ["10:1", "10:2", "11:0"]
+    assert state.cursors["s"].mark_delete == (10, 2)
+    assert sorted(map(position_text, sub.redeliveries)) == ["10:1", "11:1"]  # the scheduled nack stays
+    assert sub.redeliveries[(10, 1)].scheduled
+    assert sub.changes.redeliveries == {(10, 0): None}
+    assert sorted(sub.tracker) == [(11, 1)]
+    assert sorted(map(position_text, sub.consumers[1].pending)) == ["10:1", "10:2", "11:0"]
     assert sub.consumers[1].unacked_messages == 3
     assert Subscription.decode(sub.encode()).encode() == sub.encode()
 
@@ -243,4 +239,4 @@ def test_after_a_trim_the_held_entries_are_acked_and_the_nack_replays_nothing():
     sub = state.subscriptions["s"]
     assert sub.consumers[1].pending == {}
     assert sub.consumers[1].unacked_messages == 0
-    assert sorted(map(str, sub.redeliveries)) == ["11:1"]
+    assert sorted(map(position_text, sub.redeliveries)) == ["11:1"]

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import Cursor, EngineSettings, EventBatch, Ledgers, MessageId, PartitionState, Position
+from engine import Cursor, EngineSettings, EventBatch, Ledgers, MessageId, PartitionState
 from engine.subscription import REDELIVER, Changes, Consumer, Subscription, SubscriptionSettings
 from jobs.bench.generate import MALFORMED_KEY, iter_events
 from schemas.events import EVENT_ARROW_SCHEMA
@@ -505,7 +505,7 @@ def test_pending_and_redelivery_rows_are_every_change_in_key_order(ops, last_red
     redeliver-alls (``Changes.taken`` and ``Changes.bulk``, still columns when nothing follows
     them) and sorted columns, are what one lookup per changed (consumer, position) of the eager
     path (every redeliver-all written into the dictionaries at once) in ``sorted`` order gives."""
-    cursor = Cursor("Shared", Position(5, 1))
+    cursor = Cursor("Shared", (5, 1))
     settings_ = SubscriptionSettings(max_unacked_messages_per_consumer=0)
     sub, eager = Subscription(), Subscription()
     for s in (sub, eager):
@@ -514,7 +514,7 @@ def test_pending_and_redelivery_rows_are_every_change_in_key_order(ops, last_red
         s.changes = Changes()
     redeliver_alls = [("REDELIVER_ALL", cid, 0) for cid in last_redeliver_alls]
     for now, (kind, cid, entry) in enumerate([*ops, *redeliver_alls], start=1_000):
-        pos = Position(5 + entry // 6, entry % 6)
+        pos = (5 + entry // 6, entry % 6)
         for s in (sub, eager):
             if kind == "DISPATCH":
                 s.dispatch(cursor, cid, pos, 1, 0, now, settings_)
@@ -678,10 +678,10 @@ def test_range_changes_as_rows_are_the_range_changes_as_columns(first, then, bef
     and deletes, in the same order, for cursors that gain, lose (a mark-delete moving past them)
     and split ranges."""
     ledgers = make_ledgers(41, 41, 41)
-    lac = Position(12, 40)
+    lac = (12, 40)
 
     def acked(cursor: Cursor, positions: list[tuple[int, int]]) -> Cursor:
-        cursor.ack([MessageId(Position(10 + lid, eid)) for lid, eid in positions], ledgers, lac, False)
+        cursor.ack([MessageId((10 + lid, eid)) for lid, eid in positions], ledgers, lac, False)
         return cursor
 
     before = acked(Cursor("Shared"), first) if before_exists else None

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from delta.tables import DeltaTable
 
-from engine import Cursor, EngineSettings, EventBatch, Ledgers, PartitionState
+from engine import Cursor, EngineSettings, EventBatch, Ledgers, PartitionState, position_text
 from engine.subscription import Subscription
 from jobs.bench.generate import MALFORMED_KEY, iter_events
 from jobs.cli import main
@@ -305,7 +305,7 @@ def _assert_tables_hold(spark, warehouse: Path, states: dict[tuple[str, int], Pa
         for name, cursor in state.cursors.items():
             row = cursors[(topic, partition, name)]
             assert Cursor.decode(bytes(row.state)) == cursor, (topic, partition, name)
-            assert row.mark_delete == str(cursor.mark_delete)
+            assert row.mark_delete == position_text(cursor.mark_delete)
             assert row.msg_backlog == cursor.backlog(state.ledgers), (topic, partition, name)
             assert row.non_contiguous_deleted_ranges == cursor.non_contiguous_deleted_ranges
             expected_ranges |= {
@@ -329,13 +329,12 @@ def _assert_tables_hold(spark, warehouse: Path, states: dict[tuple[str, int], Pa
             encoded = bytes(row.subscription_state) if row.subscription_state is not None else None
             assert (Subscription.decode(encoded) if encoded else Subscription()).encode() == sub.encode()
             expected_pending |= {
-                (topic, partition, name, cid, pos.ledger_id, pos.entry_id)
+                (topic, partition, name, cid, pos[0], pos[1])
                 for cid, consumer in sub.consumers.items()
                 for pos in consumer.pending
             }
             expected_due |= {
-                (topic, partition, name, pos.ledger_id, pos.entry_id, r.reason)
-                for pos, r in sub.redeliveries.items()
+                (topic, partition, name, pos[0], pos[1], r.reason) for pos, r in sub.redeliveries.items()
             }
     assert pending == expected_pending
     assert due == expected_due
@@ -386,8 +385,8 @@ def test_ledger_trim_goes_through_the_engine_and_the_ingest_goes_on(spark, tmp_p
     # holds them until acked; the nacked 3:2 stays scheduled
     assert report["tables"]["redeliveries"]["rows_trimmed_by_ledger"] == 1
     f_state = states[(TRIMMED, 0)].subscriptions["f"]
-    assert sorted(map(str, f_state.redeliveries)) == ["3:2", "8:7"]
-    assert sorted(map(str, f_state.consumers[1].pending)) == ["3:2", "5:0", "8:6"]
+    assert sorted(map(position_text, f_state.redeliveries)) == ["3:2", "8:7"]
+    assert sorted(map(position_text, f_state.consumers[1].pending)) == ["3:2", "5:0", "8:6"]
     moved = read_table(spark, warehouse, "cursors").filter(f"query_id = '{COMPACT_QUERY_ID}'").collect()
     assert sorted(r.subscription for r in moved) == ["a", "d", "f"]
     assert all(r.last_seq is not None for r in moved)
@@ -412,7 +411,7 @@ def test_ledger_trim_goes_through_the_engine_and_the_ingest_goes_on(spark, tmp_p
     ingest(spark, source, warehouse)
     _engine(second, states)
     _assert_tables_hold(spark, warehouse, states)
-    assert str(states[(TRIMMED, 0)].cursors["e"].mark_delete) == "8:-1"
+    assert position_text(states[(TRIMMED, 0)].cursors["e"].mark_delete) == "8:-1"
 
 
 @pytest.fixture(scope="module")
@@ -717,10 +716,10 @@ def test_time_travel_returns_the_earlier_state_after_compaction(spark, demo, tmp
     checked = differs = 0
     for (topic, partition), state in states.items():
         name = topic if partition < 0 else f"{topic}-partition-{partition}"
-        assert then[name]["lastConfirmedEntry"] == str(state.ledgers.last_position)
+        assert then[name]["lastConfirmedEntry"] == position_text(state.ledgers.last_position)
         for sub, cursor in state.cursors.items():
             stats = then[name]["cursors"][sub]
-            assert stats["markDeletePosition"] == str(cursor.mark_delete), (name, sub)
+            assert stats["markDeletePosition"] == position_text(cursor.mark_delete), (name, sub)
             assert stats["individuallyDeletedMessages"] == cursor.individually_deleted_messages
             differs += now[name]["cursors"][sub] != stats
             checked += 1

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from engine import EngineSettings, EventBatch, PartitionState
+from engine import EngineSettings, EventBatch, PartitionState, position_text
 from jobs.ingest.batch import BatchWriter
 from jobs.ingest.options import IngestOptions
 from jobs.ingest.query import start_ingest
@@ -183,9 +183,9 @@ def _engine_expectation() -> dict[str, list[tuple]]:
                     r.sequence_id,
                     r.highest_sequence_id,
                     r.status,
-                    None if position is None else str(position),
-                    None if position is None else position.ledger_id,
-                    None if position is None else position.entry_id,
+                    None if position is None else position_text(position),
+                    None if position is None else position[0],
+                    None if position is None else position[1],
                     r.error,
                     r.dropped,
                 )

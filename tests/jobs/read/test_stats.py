@@ -16,7 +16,7 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from engine import Cursor, Ledgers, MessageId, Position
+from engine import Cursor, Ledgers, MessageId, position_text
 from jobs.cli import main
 from jobs.platform.tables import ensure_tables, table_path
 from schemas.tables import TABLES
@@ -30,7 +30,7 @@ PARTITIONED = "persistent://public/default/parted"
 def ledgers_of(entries: int, ledger_id: int = 10) -> Ledgers:
     ledgers = Ledgers()
     for entry in range(entries):
-        ledgers.publish(Position(ledger_id, entry))
+        ledgers.publish((ledger_id, entry))
     return ledgers
 
 
@@ -55,9 +55,9 @@ def cursor_row(
         "partition": partition,
         "subscription": subscription,
         "sub_type": cursor.sub_type,
-        "mark_delete": str(cursor.mark_delete),
-        "mark_delete_ledger_id": cursor.mark_delete.ledger_id,
-        "mark_delete_entry_id": cursor.mark_delete.entry_id,
+        "mark_delete": position_text(cursor.mark_delete),
+        "mark_delete_ledger_id": cursor.mark_delete[0],
+        "mark_delete_entry_id": cursor.mark_delete[1],
         "state": cursor.encode(),
         "state_format": 1,
         "msg_backlog": cursor.backlog(ledgers),
@@ -75,7 +75,7 @@ def acked(ledgers: Ledgers, sub_type: str, *entries: int) -> Cursor:
     """A cursor opened at Earliest on ledger 10 with the given entries individually acked."""
     cursor = Cursor.subscribe(sub_type, "Earliest", ledgers, ledgers.last_position)
     if entries:
-        ids = [MessageId(Position(10, e)) for e in entries]
+        ids = [MessageId((10, e)) for e in entries]
         cursor.ack(ids, ledgers, ledgers.last_position, False)
     return cursor
 

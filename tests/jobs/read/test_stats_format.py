@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from engine import Cursor, Ledgers, MessageId, Position
+from engine import Cursor, Ledgers, MessageId
 from engine.topic import partition_name
 from jobs.platform.errors import (
     AckstateError,
@@ -30,14 +30,14 @@ OTHER = "persistent://public/default/payments"
 def five_entries() -> Ledgers:
     ledgers = Ledgers()
     for entry in range(5):
-        ledgers.publish(Position(10, entry))
+        ledgers.publish((10, entry))
     return ledgers
 
 
 def cursor_with_hole(ledgers: Ledgers, sub_type: str = "Exclusive") -> Cursor:
     """markDelete 10:-1 with 10:2 acked: Pulsar prints the hole as ``[(10:1..10:2]]``."""
     cursor = Cursor.subscribe(sub_type, "Earliest", ledgers, ledgers.last_position)
-    cursor.ack([MessageId(Position(10, 2))], ledgers, ledgers.last_position, False)
+    cursor.ack([MessageId((10, 2))], ledgers, ledgers.last_position, False)
     return cursor
 
 
@@ -118,9 +118,9 @@ def test_internal_stats_of_a_cursor_with_one_hole():
 
 def test_internal_stats_read_position_crosses_to_the_next_ledger():
     ledgers = five_entries()
-    ledgers.publish(Position(11, 0))
+    ledgers.publish((11, 0))
     cursor = Cursor.subscribe("Exclusive", "Earliest", ledgers, ledgers.last_position)
-    cursor.ack_cumulative(MessageId(Position(10, 4)), ledgers, ledgers.last_position, False)
+    cursor.ack_cumulative(MessageId((10, 4)), ledgers, ledgers.last_position, False)
     result = build_internal_stats(
         [{"topic": TOPIC, "partition": 0, "ledgers": ledgers.encode()}],
         [{"topic": TOPIC, "partition": 0, "subscription": "sub", "state": cursor.encode()}],
