@@ -253,11 +253,7 @@ class Cursor:
         auto-advance passes later is purged by it. Auto-advance runs even with nothing staged,
         as ``ack`` runs it for a call that applied nothing.
         """
-        md = self.mark_delete
-        add = self.acked.add
-        for pos in staged:
-            if pos > md:
-                add(pos)
+        self.acked.add_above(staged, self.mark_delete)
         self._auto_advance(ledgers, lac)
 
     def _delete_one(self, mid: MessageId, acknowledgment_at_batch_index_level_enabled: bool) -> None:

@@ -21,7 +21,7 @@ A plain tuple, not a ``NamedTuple``: the engine makes one per event of a batch (
 and ACK's position, each event's last published entry), and CPython creates and frees a tuple
 subclass's instance through its generic type machinery, about four times the cost of a tuple's.
 On the generated mix (``bench --engine``) the named form was a tenth of the apply's
-instructions (536M against 488M). Printed with ``position_text``, never ``str``.
+instructions (536M against 478M). Printed with ``position_text``, never ``str``.
 """
 
 

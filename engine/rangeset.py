@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import array
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 from pyroaring import BitMap
@@ -61,6 +61,21 @@ class AckRangeSet:
         if bm is None:
             bm = self._bitmaps[pos[0]] = BitMap()
         bm.add(pos[1])
+
+    def add_above(self, positions: Iterable[Position], floor: Position) -> None:
+        """``add`` of each position above ``floor`` (mark-delete: at or below it an entry is
+        already deleted), in one loop: a cursor applies its staged acks so, about twenty per
+        call on the generated mix, where a method call per position cost a third of the work."""
+        bitmaps = self._bitmaps
+        ledger_id, bm = None, None
+        for pos in positions:
+            if pos > floor:
+                if pos[0] != ledger_id:
+                    ledger_id = pos[0]
+                    bm = bitmaps.get(ledger_id)
+                    if bm is None:
+                        bm = bitmaps[ledger_id] = BitMap()
+                bm.add(pos[1])
 
     def add_entries(self, ledger_id: int, entries: np.ndarray) -> None:
         """Set many entries of one ledger at once: the vectorised path of a run of acks."""
