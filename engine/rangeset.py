@@ -64,8 +64,9 @@ class AckRangeSet:
 
     def add_above(self, positions: Iterable[Position], floor: Position) -> None:
         """``add`` of each position above ``floor`` (mark-delete: at or below it an entry is
-        already deleted), in one loop: a cursor applies its staged acks so, about twenty per
-        call on the generated mix, where a method call per position cost a third of the work."""
+        already deleted), in one loop. A cursor applies its staged acks so, about twenty per
+        call on the generated mix: one method call per position cost 478M instructions per
+        apply of the 50,000-event mix, this 474M."""
         bitmaps = self._bitmaps
         ledger_id, bm = None, None
         for pos in positions:

@@ -71,7 +71,7 @@ def measure(runs: int = 3, pending: int = 1_000_000, consumers: int = 10) -> dic
         started = time.perf_counter()
         sub.encode()
         encode_s.append(time.perf_counter() - started)
-        positions = np.asarray([(p[0], p[1]) for p in sub.redeliveries], dtype=np.int64)
+        positions = np.asarray(list(sub.redeliveries), dtype=np.int64)  # (ledger, entry) rows
         started = time.perf_counter()
         np.lexsort((positions[:, 1], positions[:, 0]))
         base_s.append(time.perf_counter() - started)
