@@ -430,6 +430,7 @@ class PartitionState:
         keys = np.where(in_range, keys, -1)
         running = np.maximum.accumulate(np.concatenate(([lac_key], keys)))[:-1]
         ok = in_range & (keys > running)
+        accepted = np.flatnonzero(ok)
         for i in np.flatnonzero(~ok).tolist():
             row = int(batch.row[idx[i]])
             pos = (int(ledger[i]), int(entry[i]))
@@ -442,11 +443,18 @@ class PartitionState:
                     )
                 )
             else:
+                # the last entry when it came: the batch's last accepted PUBLISH before it
+                before = int(np.searchsorted(accepted, i))
+                last = (
+                    lac
+                    if before == 0
+                    else (int(ledger[accepted[before - 1]]), int(entry[accepted[before - 1]]))
+                )
                 result.rejects.append(
                     Reject(
                         row,
                         PublishOutOfOrder.reason,
-                        f"PUBLISH {position_text(pos)} is not after {position_text(lac)}",
+                        f"PUBLISH {position_text(pos)} is not after {position_text(last)}",
                     )
                 )
         self.ledgers.publish_run(ledger[ok], entry[ok])

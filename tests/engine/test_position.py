@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
-from engine import EARLIEST, parse_position, position_text
+from engine import EARLIEST, EngineSettings, EventBatch, PartitionState, parse_position, position_text
 from engine.position import position_order, positions_of, sorted_after, sorted_columns, sorted_positions
 
 
@@ -57,3 +58,42 @@ def test_positions_of_builds_plain_tuples() -> None:
     assert built == [(3, 9), (4, -1), (4, 0)]
     assert all(type(p) is tuple for p in built)
     assert position_text(built[0]) == "3:9"
+
+
+def test_every_refusal_that_names_a_position_prints_it_as_pulsar_does() -> None:
+    """Positions are plain tuples, whose ``str`` is ``(L, E)``: every refusal detail that names
+    one (``rejected_events``) goes through ``position_text`` and reads ``L:E``."""
+
+    def ack(ack_type: str, entry: int) -> dict[str, Any]:
+        ids = [{"ledger_id": 7, "entry_id": entry}]
+        return {"type": "ACK", "consumer_id": 1, "ack_type": ack_type, "message_ids": ids}
+
+    events: list[dict[str, Any]] = [
+        {"type": "PUBLISH", "ledger_id": 7, "entry_id": 0},
+        {"type": "PUBLISH", "ledger_id": 7, "entry_id": 1},
+        {"type": "PUBLISH", "ledger_id": 7, "entry_id": 1},  # not after 7:1
+        {"type": "PUBLISH", "ledger_id": 8, "entry_id": -3},  # outside the entry ids
+        {"type": "SUBSCRIBE", "consumer_id": 1, "sub_type": "Exclusive", "initial_position": "Earliest"},
+        {"type": "DISPATCH", "consumer_id": 1, "ledger_id": 7, "entry_id": 5},
+        ack("Individual", 6),  # beyond the last entry
+        ack("Cumulative", 1),
+        ack("Cumulative", 0),  # below mark-delete
+        ack("Cumulative", 9),  # beyond the last entry
+    ]
+    for seq, event in enumerate(events, start=1):
+        event |= {"seq": seq, "event_time": 1000 + seq}
+        if event["type"] != "PUBLISH":
+            event["subscription"] = "s"
+    state = PartitionState("persistent://t/ns/topic", -1)
+    result = state.apply(EventBatch.from_records(events), EngineSettings())
+    assert [(reject.reason, reject.detail) for reject in result.rejects] == [
+        ("publish_out_of_order", "PUBLISH 7:1 is not after 7:1"),
+        ("invalid_value", "PUBLISH position 8:-3 outside 0..4294967294"),
+        ("dispatch_beyond_last_published", "DISPATCH of 7:5, beyond the last published entry 7:1"),
+        (
+            "ack_beyond_last_published",
+            "ack of 7:6 beyond the last published entry 7:1; the call stopped there",
+        ),
+        ("mark_delete_before_mark_delete", "cumulative ack of 7:0 is below mark-delete 7:1"),
+        ("ack_beyond_last_published", "cumulative ack of 7:9 beyond the last published entry 7:1"),
+    ]
