@@ -430,8 +430,11 @@ class PartitionState:
         keys = np.where(in_range, keys, -1)
         running = np.maximum.accumulate(np.concatenate(([lac_key], keys)))[:-1]
         ok = in_range & (keys > running)
-        accepted = np.flatnonzero(ok)
-        for i in np.flatnonzero(~ok).tolist():
+        timeline = _LacTimeline(lac, idx[ok], ledger[ok], entry[ok])
+        refused = np.flatnonzero(~ok)
+        # an out-of-order PUBLISH is named against the last entry when it came
+        lasts = timeline.positions(idx[refused]) if refused.size else []
+        for i, last in zip(refused.tolist(), lasts, strict=True):
             row = int(batch.row[idx[i]])
             pos = (int(ledger[i]), int(entry[i]))
             if not in_range[i]:
@@ -443,13 +446,6 @@ class PartitionState:
                     )
                 )
             else:
-                # the last entry when it came: the batch's last accepted PUBLISH before it
-                before = int(np.searchsorted(accepted, i))
-                last = (
-                    lac
-                    if before == 0
-                    else (int(ledger[accepted[before - 1]]), int(entry[accepted[before - 1]]))
-                )
                 result.rejects.append(
                     Reject(
                         row,
@@ -459,7 +455,7 @@ class PartitionState:
                 )
         self.ledgers.publish_run(ledger[ok], entry[ok])
         result.published = int(ok.sum())
-        return _LacTimeline(lac, idx[ok], ledger[ok], entry[ok])
+        return timeline
 
     # ---- one subscription -----------------------------------------------------------
     def _apply_subscription(
