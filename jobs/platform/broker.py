@@ -41,6 +41,12 @@ log = logging.getLogger("ackstate.broker")
 PULSAR_VERSION = "4.0.7"
 INTERCEPTOR_NAME = "ackstate"  # `name` in the NAR's broker_interceptor.yml; brokerInterceptors=
 
+# The admin API answers a call on a topic once the topic is loaded, and the broker allows a load
+# `topicLoadTimeoutSeconds` (60 s by default) before it answers with an error. A client that gives
+# up sooner turns a slow load (a restarted broker recovering its ledgers on a busy machine) into a
+# failure the broker itself would not have reported: CI saw a stats call time out at 30 s.
+ADMIN_TIMEOUT_SECONDS = 90.0
+
 REPO_ROOT = Path(__file__).resolve().parents[2]  # jobs/platform/broker.py
 INTERCEPTOR_SOURCE = REPO_ROOT / "interceptor"
 
@@ -282,13 +288,22 @@ class StandaloneBroker:
         if self.admin_token:
             request.add_header("Authorization", f"Bearer {self.admin_token}")
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:
+            with urllib.request.urlopen(request, timeout=ADMIN_TIMEOUT_SECONDS) as response:
                 text = response.read().decode()
         except urllib.error.HTTPError as exc:
             if not quiet:
                 log.error("%s %s: %s %s", method, path, exc.code, exc.read().decode(errors="replace"))
             raise
         return json.loads(text) if text.strip() else None
+
+    def log_warnings(self, most: int = 40) -> str:
+        """The last ``most`` WARN and ERROR lines of the broker's log: what a failed call needs
+        beside it when the log itself is gone with the test's directory (CI)."""
+        if not self.log_file.is_file():
+            return ""
+        with self.log_file.open(errors="replace") as fh:
+            lines = [line.rstrip() for line in fh if " - WARN " in line or " - ERROR " in line]
+        return "\n".join(line[:500] for line in lines[-most:])
 
     def __enter__(self) -> StandaloneBroker:
         self.start()

@@ -893,6 +893,7 @@ def restart_in_the_middle(run: Run) -> None:
     wait_for_backlog(run, topic, "seeking", 20)  # 22 unacked, less the 2 acks the seek forgot
     time.sleep(max(0.5, TTL_S + 1 - (time.monotonic() - produced)))  # acks arrive, TTL passes
     run.broker.restart()
+    _loaded(run, (ttl_topic, topic))
     _reconnected((*consumers, expiring))
     # the broker redelivers from the persisted cursor: ack some of what comes back
     for consumer in consumers:
@@ -904,12 +905,36 @@ def restart_in_the_middle(run: Run) -> None:
     time.sleep(1.5)  # each ack persisted (no mark-delete rate limit), the plugin's files written
     run.broker.kill()
     run.broker.start(wipe=False)
+    _loaded(run, (ttl_topic, topic))
     _reconnected(consumers)
     for consumer in consumers:
         ack_every(consumer, receive(consumer, 1, 20_000) + drain(consumer), 3)
 
 
-def _reconnected(consumers: tuple[pulsar.Consumer, ...]) -> None:
-    deadline = time.monotonic() + 60
-    while not all(c.is_connected() for c in consumers) and time.monotonic() < deadline:
+def _loaded(run: Run, topics: tuple[str, ...], timeout: float = 240.0) -> None:
+    """Until the started broker answers the stats of each topic, which loads it.
+
+    The broker allows a load ``topicLoadTimeoutSeconds`` (60 s), then fails it, and the next
+    call loads the topic afresh: a stats call that times out, or a load the broker gave up, is
+    asked again until ``timeout``."""
+    deadline = time.monotonic() + timeout
+    for topic in topics:
+        while True:
+            try:
+                run.broker.admin(admin_path(topic) + "/stats", quiet=True)
+                break
+            except OSError as exc:  # a timeout, or the load failed (HTTPError is an OSError)
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{topic} did not load after {timeout:.0f} s: {exc!r}") from exc
+                time.sleep(1.0)
+
+
+def _reconnected(consumers: tuple[pulsar.Consumer, ...], timeout: float = 90.0) -> None:
+    """Wait until the clients reconnected to the started broker: a consumer that does not means
+    its topic did not load, and the rest of the scenario would only time out on it."""
+    deadline = time.monotonic() + timeout
+    while not all(c.is_connected() for c in consumers):
+        if time.monotonic() > deadline:
+            waiting = [f"{c.topic()} {c.subscription_name()}" for c in consumers if not c.is_connected()]
+            raise RuntimeError(f"not reconnected after {timeout:.0f} s: {', '.join(waiting)}")
         time.sleep(0.2)

@@ -107,6 +107,11 @@ def judge(
             consumer.close()
         settle(sink)
         closed = snapshot(spark, run, sink, warehouse)
+    except (OSError, RuntimeError) as exc:
+        # the broker's directory goes with the test's: its warnings travel with the error
+        raise RuntimeError(
+            f"{exc!r} while judging; the broker's last warnings:\n{run.broker.log_warnings()}"
+        ) from exc
     finally:
         run.close()
     return JudgedRun(run, connected, closed, warehouse)

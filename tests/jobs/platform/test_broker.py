@@ -45,3 +45,19 @@ def test_a_nar_built_from_other_sources_counts_as_missing(tmp_path: Path) -> Non
         json.dumps({"files": ["ackstate-interceptor.nar"], "source": current})
     )
     assert find_interceptor_nar(tmp_path).name == "ackstate-interceptor.nar"
+
+
+def test_log_warnings_keeps_the_last_warnings_and_errors(tmp_path: Path) -> None:
+    """What a failed judge reports of the broker: its WARN and ERROR lines, newest last."""
+    local = broker.StandaloneBroker(tmp_path)
+    assert local.log_warnings() == ""
+    local.log_file.write_text(
+        "2026-12-01T20:00:06 - INFO  - [main] - started\n"
+        "2026-12-01T20:00:07 - WARN  - [bk] - Ledger: 13  fenced\n"
+        "2026-12-01T20:00:08 - ERROR - [bk] - bookie died\n"
+        "2026-12-01T20:00:09 - WARN  - [web] - slow load\n"
+    )
+    assert local.log_warnings(most=2).splitlines() == [
+        "2026-12-01T20:00:08 - ERROR - [bk] - bookie died",
+        "2026-12-01T20:00:09 - WARN  - [web] - slow load",
+    ]
