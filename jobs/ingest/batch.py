@@ -45,7 +45,6 @@ from typing import TYPE_CHECKING, Any
 from jobs.compact.compaction import CompactOptions
 from jobs.ingest.counts import (
     KindCounts,
-    ObservedInputSummary,
     OutputCounts,
     counts_of_frame,
     counts_of_rows,
@@ -347,13 +346,11 @@ class BatchWriter:
                 # Checkpointed rows, not Spark's cache: the cache encodes the rows into column
                 # batches and decodes them on each read, 3-5 s of CPU per million records more
                 # than copying the rows (README, "Benchmarks").
-                # the summary of the input is observed on the way (ObservedInputSummary)
-                summary = ObservedInputSummary()
-                classified = summary.classified(classify(raw)).localCheckpoint(eager=True)
-                duplicates = summary.duplicates(duplicate_keys(classified)).localCheckpoint(eager=True)
+                classified = classify(raw).localCheckpoint(eager=True)
+                duplicates = duplicate_keys(classified).localCheckpoint(eager=True)
                 checkpoints += [classified, duplicates]
                 marked = mark_duplicates(classified, duplicates)
-                touched, rejections = summary.result() or input_summary(marked)
+                touched, rejections = input_summary(marked)
             # the rejected records (and their details) are planned only when there are some
             valid = valid_records(marked, keep_order=True).withColumnRenamed(INPUT_ORDER_COLUMN, "_row")
             self._phases.done("validate")

@@ -11,8 +11,7 @@ and its ``ingest_batches`` figures. They come from one of two places, with the s
   Spark job: a job's fixed cost was 0.13-0.25 s of a 1,000-event batch (README, "Benchmarks").
 
 Rejections by validation are counted with the batch's topic partitions, in the job that finds
-those anyway (``input_summary``), from the marked rows in the driver (``input_summary_of_rows``),
-or while a large batch materialises its classified rows (``ObservedInputSummary``).
+those anyway (``input_summary``) or from the marked rows in the driver (``input_summary_of_rows``).
 """
 
 from __future__ import annotations
@@ -72,67 +71,6 @@ def input_summary(marked: DataFrame) -> tuple[list[PartitionKey], dict[str, int]
     touched = [(r["topic"], r["partition"]) for r in rows if r["reason"] is None]
     reasons = {r["reason"]: int(r["count"]) for r in rows if r["reason"] is not None}
     return touched, reasons
-
-
-class ObservedInputSummary:
-    """``input_summary`` observed while Spark materialises a large batch's rows, in the jobs the
-    batch runs anyway: no job of its own (0.4-0.7 s of a 1M-record batch, README "Benchmarks").
-
-    ``classified`` puts an ``Observation`` on ``classify``'s rows (the batch checkpoints them):
-    the valid rows' topic partitions, and the rejected rows per reason. Those are the rows
-    before ``mark_duplicates``, which only turns valid rows into ``duplicate_event_id``
-    rejections: they are the summary exactly when no event_id is duplicated. ``duplicates``
-    observes how many event_ids ``duplicate_keys`` found (the batch checkpoints those too), and
-    ``result`` is None when there are any: the batch then counts the marked rows with
-    ``input_summary``, as before.
-    """
-
-    def __init__(self) -> None:
-        from pyspark.sql import Observation
-
-        self._classified = Observation()
-        self._duplicates = Observation()
-
-    def classified(self, classified: DataFrame) -> DataFrame:
-        """``classified`` (``jobs.ingest.validate.classify``'s rows), observed."""
-        from pyspark.sql import functions as F
-
-        from jobs.ingest.validate import REASON_COLUMN
-
-        reason = F.col(REASON_COLUMN)
-        return classified.observe(
-            self._classified,
-            F.collect_set(F.when(reason.isNull(), F.struct("topic", "partition"))).alias("touched"),
-            F.count_if(reason.isNotNull()).alias("rejected"),
-            *[F.count_if(reason == F.lit(code)).alias(code) for code in _CLASSIFY_REASONS],
-        )
-
-    def duplicates(self, duplicates: DataFrame) -> DataFrame:
-        """``duplicates`` (``jobs.ingest.validate.duplicate_keys``'s rows), counted."""
-        from pyspark.sql import functions as F
-
-        return duplicates.observe(self._duplicates, F.count(F.lit(1)).alias("event_ids"))
-
-    def result(self) -> tuple[list[PartitionKey], dict[str, int]] | None:
-        """The summary, once both frames were materialised; None if some event_id is duplicated."""
-        if self._duplicates.get["event_ids"]:
-            return None
-        seen = self._classified.get
-        reasons = {code: int(seen[code]) for code in _CLASSIFY_REASONS if seen[code]}
-        if sum(reasons.values()) != seen["rejected"]:  # a reason classify gives and this misses
-            raise AssertionError(f"rejections per reason {reasons} do not add up to {seen['rejected']}")
-        touched = sorted((row["topic"], row["partition"]) for row in seen["touched"])
-        return touched, reasons
-
-
-def _classify_reasons() -> tuple[str, ...]:
-    from schemas.validation import DUPLICATE_EVENT_ID, VALIDATION_ORDER
-
-    return tuple(dict.fromkeys(code for code in VALIDATION_ORDER if code != DUPLICATE_EVENT_ID))
-
-
-_CLASSIFY_REASONS = _classify_reasons()
-"""The reasons ``classify`` gives, each once; ``mark_duplicates`` adds ``duplicate_event_id``."""
 
 
 def input_summary_of_rows(marked: pa.Table) -> tuple[list[PartitionKey], dict[str, int]]:

@@ -575,31 +575,6 @@ def test_a_batch_in_one_partition_marks_and_rejects_what_a_spread_one_does(
     assert reasons[V.DUPLICATE_EVENT_ID] == 3 and sum(reasons.values()) == len(outcome["rejected"])
 
 
-def test_the_observed_summary_is_the_marked_rows_summary_when_no_event_id_repeats(
-    spark: SparkSession, outcome: dict[str, Any]
-) -> None:
-    """``ObservedInputSummary``, taken while a large batch checkpoints its classified rows and
-    its duplicate keys, names the partitions and counts the reasons that ``input_summary`` of
-    the marked rows gives; with a duplicated event_id it gives nothing, and the batch counts the
-    marked rows instead (``jobs.ingest.batch``)."""
-    from jobs.ingest.counts import ObservedInputSummary, input_summary
-    from jobs.ingest.validate import duplicate_keys
-
-    unique = [line for line, _, _ in CASES.values()]
-    for lines in (unique, outcome["lines"]):
-        summary = ObservedInputSummary()
-        classified = summary.classified(classify(_frame(spark, lines))).localCheckpoint(eager=True)
-        duplicates = summary.duplicates(duplicate_keys(classified)).localCheckpoint(eager=True)
-        touched, reasons = input_summary(mark_duplicates(classified, duplicates))
-        observed = summary.result()
-        if lines is unique:
-            assert observed is not None
-            assert observed == (sorted(touched), reasons) and touched
-            assert set(reasons) == {reason for _, reason, _ in CASES.values() if reason}
-        else:
-            assert observed is None and reasons[V.DUPLICATE_EVENT_ID] == 3
-
-
 def test_delta_source_round_trip(spark: SparkSession, outcome: dict[str, Any]) -> None:
     """A Delta source builds `value` with to_json(struct(*)); valid events survive it unchanged."""
     valid = spark.createDataFrame(outcome["valid"], EVENT_SCHEMA)
