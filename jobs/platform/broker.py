@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import shutil
 import subprocess
 import time
@@ -43,8 +44,9 @@ INTERCEPTOR_NAME = "ackstate"  # `name` in the NAR's broker_interceptor.yml; bro
 
 # The admin API answers a call on a topic once the topic is loaded, and the broker allows a load
 # `topicLoadTimeoutSeconds` (60 s by default) before it answers with an error. A client that gives
-# up sooner turns a slow load (a restarted broker recovering its ledgers on a busy machine) into a
-# failure the broker itself would not have reported: CI saw a stats call time out at 30 s.
+# up sooner turns a slow load into a failure the broker itself would not have reported: after a
+# `kill -9`, a standalone's topics load about a minute late (README, "Tests"), and CI saw a stats
+# call time out at 30 s.
 ADMIN_TIMEOUT_SECONDS = 90.0
 
 REPO_ROOT = Path(__file__).resolve().parents[2]  # jobs/platform/broker.py
@@ -297,13 +299,21 @@ class StandaloneBroker:
         return json.loads(text) if text.strip() else None
 
     def log_warnings(self, most: int = 40) -> str:
-        """The last ``most`` WARN and ERROR lines of the broker's log: what a failed call needs
-        beside it when the log itself is gone with the test's directory (CI)."""
+        """The broker log's last ``most`` kinds of WARN and ERROR line, each as its last line and
+        how often it came: what a failed call needs beside it when the log is gone with the
+        test's directory (CI). Lines alike but for their time and numbers are one kind, so that
+        a warning repeated thousands of times (a lock loop) does not hide the others."""
         if not self.log_file.is_file():
             return ""
+        last: dict[str, tuple[str, int]] = {}  # kind -> (its last line, how many)
         with self.log_file.open(errors="replace") as fh:
-            lines = [line.rstrip() for line in fh if " - WARN " in line or " - ERROR " in line]
-        return "\n".join(line[:500] for line in lines[-most:])
+            for line in fh:
+                if " - WARN " in line or " - ERROR " in line:
+                    kind = re.sub(r"\d+", "N", line.split(" - ", 1)[-1])
+                    count = last.pop(kind, ("", 0))[1] + 1
+                    last[kind] = (line.rstrip()[:500], count)  # re-inserted: the dict keeps last use
+        kinds = list(last.values())[-most:]
+        return "\n".join(line if n == 1 else f"{line} (x{n})" for line, n in kinds)
 
     def __enter__(self) -> StandaloneBroker:
         self.start()

@@ -47,17 +47,21 @@ def test_a_nar_built_from_other_sources_counts_as_missing(tmp_path: Path) -> Non
     assert find_interceptor_nar(tmp_path).name == "ackstate-interceptor.nar"
 
 
-def test_log_warnings_keeps_the_last_warnings_and_errors(tmp_path: Path) -> None:
-    """What a failed judge reports of the broker: its WARN and ERROR lines, newest last."""
+def test_log_warnings_keeps_the_last_kinds_of_warning_and_error(tmp_path: Path) -> None:
+    """What a failed judge reports of the broker: its WARN and ERROR lines, newest last, a line
+    repeated but for its time and numbers once with its count."""
     local = broker.StandaloneBroker(tmp_path)
     assert local.log_warnings() == ""
     local.log_file.write_text(
         "2026-12-01T20:00:06 - INFO  - [main] - started\n"
         "2026-12-01T20:00:07 - WARN  - [bk] - Ledger: 13  fenced\n"
         "2026-12-01T20:00:08 - ERROR - [bk] - bookie died\n"
-        "2026-12-01T20:00:09 - WARN  - [web] - slow load\n"
+        "2026-12-01T20:00:09 - WARN  - [client-43-1] - Failed to resolve 127.0.0.1\n"
+        "2026-12-01T20:00:10 - WARN  - [web] - slow load\n"
+        "2026-12-01T20:00:11 - WARN  - [client-44-1] - Failed to resolve 127.0.0.1\n"
     )
-    assert local.log_warnings(most=2).splitlines() == [
+    assert local.log_warnings(most=3).splitlines() == [
         "2026-12-01T20:00:08 - ERROR - [bk] - bookie died",
-        "2026-12-01T20:00:09 - WARN  - [web] - slow load",
+        "2026-12-01T20:00:10 - WARN  - [web] - slow load",
+        "2026-12-01T20:00:11 - WARN  - [client-44-1] - Failed to resolve 127.0.0.1 (x2)",
     ]
