@@ -8,6 +8,7 @@ import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.Queue;
 import java.util.Set;
@@ -585,6 +586,7 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
                 || !(consumer.getSubscription() instanceof PersistentSubscription sub)) {
             return;
         }
+        resetArriving(sub);
         watch(cnx, "the seek on " + sub.getTopicName() + " " + sub.getName(), 1, () -> {
             CompletableFuture<?> reset = (CompletableFuture<?>) RESET_IN_PROGRESS.get(sub);
             if (reset == null) {
@@ -593,10 +595,12 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             reset.whenComplete((done, error) -> {
                 if (error == null) {
                     cursorMoved(sub, Event.Type.RESET_CURSOR);
+                } else {
+                    resetDone(sub);
                 }
             });
             return true;
-        }, () -> { });
+        }, () -> resetDone(sub));
     }
 
     /**
@@ -722,12 +726,17 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
     @Override
     public void onWebserviceResponse(ServletRequest request, ServletResponse response) {
         try {
-            if (!(request instanceof HttpServletRequest http) || !(response instanceof HttpServletResponse answer)
-                    || answer.getStatus() / 100 != 2) {
+            if (!(request instanceof HttpServletRequest http) || !(response instanceof HttpServletResponse answer)) {
                 return;
             }
             AdminCursorOperation operation = AdminCursorOperation.parse(http.getMethod(), http.getRequestURI());
             if (operation == null) {
+                return;
+            }
+            if (answer.getStatus() / 100 != 2) {
+                if (operation.type() == Event.Type.RESET_CURSOR) {
+                    resetSubscription(operation).ifPresent(this::resetDone); // refused: nothing moved
+                }
                 return;
             }
             if (operation.type() == Event.Type.UNSUBSCRIBE) {
@@ -773,6 +782,47 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             }
         } catch (Throwable t) {
             failed("onWebserviceResponse", t);
+        }
+    }
+
+    /**
+     * Before the broker handles an admin request: a reset-cursor's subscription is marked as
+     * resetting until the answer ({@link SweptSubscriptions#resetArriving}).
+     */
+    @Override
+    public void onWebserviceRequest(ServletRequest request) {
+        try {
+            if (request instanceof HttpServletRequest http) {
+                AdminCursorOperation operation = AdminCursorOperation.parse(http.getMethod(), http.getRequestURI());
+                if (operation != null && operation.type() == Event.Type.RESET_CURSOR) {
+                    resetSubscription(operation).ifPresent(this::resetArriving);
+                }
+            }
+        } catch (Throwable t) {
+            failed("onWebserviceRequest", t);
+        }
+    }
+
+    /** The swept subscription a reset-cursor request names, if this broker holds it. */
+    private Optional<PersistentSubscription> resetSubscription(AdminCursorOperation operation) {
+        if (operation.topic() == null || operation.subscription() == null) {
+            return Optional.empty();
+        }
+        return pulsar.getBrokerService().getTopicReference(operation.topic())
+                .map(topic -> swept(topic.getSubscription(operation.subscription())));
+    }
+
+    private void resetArriving(PersistentSubscription sub) {
+        PartitionLog partition = log(sub.getTopic());
+        synchronized (partition) {
+            partition.swept.resetArriving(sub, System.currentTimeMillis() + WATCH_MS);
+        }
+    }
+
+    private void resetDone(PersistentSubscription sub) {
+        PartitionLog partition = log(sub.getTopic());
+        synchronized (partition) {
+            partition.swept.resetDone(sub);
         }
     }
 
@@ -823,6 +873,7 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
             synchronized (partition) {
                 Position markDelete = sub.getCursor().getMarkDeletedPosition();
                 partition.swept.markDeleteAdvanced(sub, markDelete);
+                partition.swept.resetDone(sub);
                 offerMoved(partition, type, sub.getName(), markDelete);
             }
         } catch (Throwable t) {
@@ -913,9 +964,10 @@ public class AckstateInterceptor extends EmptyInterceptor implements TopicEvents
         PartitionLog partition = log(topic);
         List<String> departed;
         synchronized (partition) {
+            long now = System.currentTimeMillis();
             for (PersistentSubscription sub : subscriptions.values()) {
-                if (swept(sub) == null) {
-                    continue;
+                if (swept(sub) == null || partition.swept.resetting(sub, now)) {
+                    continue; // a reset's move is the reset's to emit (SweptSubscriptions.resetArriving)
                 }
                 Position markDelete = sub.getCursor().getMarkDeletedPosition();
                 if (partition.swept.markDeleteAdvanced(sub, markDelete)) {

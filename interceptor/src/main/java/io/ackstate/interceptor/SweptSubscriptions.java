@@ -2,6 +2,7 @@ package io.ackstate.interceptor;
 
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.bookkeeper.mledger.Position;
@@ -23,6 +24,35 @@ final class SweptSubscriptions {
     private record Seen(Subscription subscription, Position markDelete) {}
 
     private final Map<String, Seen> seen = new HashMap<>();
+    /** Subscriptions whose cursor reset has arrived and not been emitted: until when (ms). */
+    private final Map<Subscription, Long> resetting = new IdentityHashMap<>();
+
+    /**
+     * A reset of {@code sub} has arrived (an admin reset-cursor, a consumer's seek): until
+     * {@link #resetDone} or {@code until} (epoch ms), {@link #resetting} says so, and the sweep
+     * passes the subscription over. A reset may move the cursor back to a position above the
+     * one the sweep read last, when acks the sweep never read moved it forwards in between;
+     * read then, that move would pass for a forward one, and its MARK_DELETE would come before
+     * the reset's own RESET_CURSOR.
+     */
+    void resetArriving(Subscription sub, long until) {
+        resetting.put(sub, until);
+    }
+
+    /** The reset of {@code sub} was emitted, refused or given up on. */
+    void resetDone(Subscription sub) {
+        resetting.remove(sub);
+    }
+
+    /** Whether a reset of {@code sub} arrived and is not done at {@code now} (epoch ms). */
+    boolean resetting(Subscription sub, long now) {
+        Long until = resetting.get(sub);
+        if (until != null && until <= now) {
+            resetting.remove(sub);
+            return false;
+        }
+        return until != null;
+    }
 
     /**
      * Records {@code markDelete} as read now, returning true when it is ahead of the position
@@ -82,5 +112,6 @@ final class SweptSubscriptions {
     /** The topic left this broker (an unload or a delete): read afresh if it comes back. */
     void clear() {
         seen.clear();
+        resetting.clear();
     }
 }

@@ -232,6 +232,48 @@ class SweepTest {
         interceptor.onWebserviceResponse(request, response);
     }
 
+    /** An admin reset-cursor of subscription s, as the broker's web filters see it. */
+    private static HttpServletRequest resetRequest() {
+        HttpServletRequest request = mock(HttpServletRequest.class);
+        when(request.getMethod()).thenReturn("POST");
+        when(request.getRequestURI()).thenReturn("/admin/v2/persistent/public/default/swept/subscription/s/resetcursor");
+        return request;
+    }
+
+    private void answered(HttpServletRequest request, int status) {
+        HttpServletResponse response = mock(HttpServletResponse.class);
+        when(response.getStatus()).thenReturn(status);
+        interceptor.onWebserviceResponse(request, response);
+    }
+
+    @Test
+    void aResetBelowAcksTheSweepNeverReadIsLeftToItsResetCursor() throws IOException {
+        ManagedCursor cursor = subscription("s", true);
+        markDelete(cursor, 3, 1);
+        interceptor.sweep();
+        markDelete(cursor, 3, 8); // the consumer's acks, between two sweeps
+        HttpServletRequest request = resetRequest();
+        interceptor.onWebserviceRequest(request);
+        markDelete(cursor, 3, 4); // the broker reset the cursor back, above the sweep's 3:1
+        interceptor.sweep(); // before the answer: a MARK_DELETE 3:4 here would read as a move forwards
+        answered(request, 204);
+        interceptor.sweep();
+        assertEquals(List.of("RESET_CURSOR s 3:4"), written());
+    }
+
+    @Test
+    void aRefusedResetLetsTheSweepGoOn() throws IOException {
+        ManagedCursor cursor = subscription("s", true);
+        markDelete(cursor, 3, 1);
+        interceptor.sweep();
+        HttpServletRequest request = resetRequest();
+        interceptor.onWebserviceRequest(request);
+        answered(request, 412); // refused: nothing moved
+        markDelete(cursor, 3, 6); // the expiry monitor
+        interceptor.sweep();
+        assertEquals(List.of("MARK_DELETE s 3:6"), written());
+    }
+
     @Test
     void aSubscriptionTheBrokerDeletedByItselfIsUnsubscribedOnce() throws IOException {
         markDelete(subscription("s", true), 3, 4);
