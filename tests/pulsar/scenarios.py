@@ -679,13 +679,14 @@ def wait_for_backlog(run: Run, topic: str, sub: str, backlog: int, timeout_s: fl
 
 
 def wait_until(
-    done: Callable[[], bool], failure: str, *, timeout_s: float = 30, step_s: float = 0.05
+    done: Callable[[], bool], failure: str | Callable[[], str], *, timeout_s: float = 30, step_s: float = 0.05
 ) -> None:
-    """Ask ``done`` every ``step_s`` until it is true; ``TimeoutError(failure)`` after ``timeout_s``."""
+    """Ask ``done`` every ``step_s`` until it is true; ``TimeoutError(failure)`` after ``timeout_s``
+    (a callable ``failure`` is asked for its text then, to name what was still missing)."""
     deadline = time.monotonic() + timeout_s
     while not done():
         if time.monotonic() > deadline:
-            raise TimeoutError(failure)
+            raise TimeoutError(failure() if callable(failure) else failure)
         time.sleep(step_s)
 
 
@@ -932,9 +933,12 @@ def _loaded(run: Run, topics: tuple[str, ...], timeout: float = 240.0) -> None:
 def _reconnected(consumers: tuple[pulsar.Consumer, ...], timeout: float = 90.0) -> None:
     """Wait until the clients reconnected to the started broker: a consumer that does not means
     its topic did not load, and the rest of the scenario would only time out on it."""
-    deadline = time.monotonic() + timeout
-    while not all(c.is_connected() for c in consumers):
-        if time.monotonic() > deadline:
-            waiting = [f"{c.topic()} {c.subscription_name()}" for c in consumers if not c.is_connected()]
-            raise RuntimeError(f"not reconnected after {timeout:.0f} s: {', '.join(waiting)}")
-        time.sleep(0.2)
+    wait_until(
+        lambda: all(c.is_connected() for c in consumers),
+        lambda: (
+            f"not reconnected after {timeout:.0f} s: "
+            + ", ".join(f"{c.topic()} {c.subscription_name()}" for c in consumers if not c.is_connected())
+        ),
+        timeout_s=timeout,
+        step_s=0.2,
+    )
