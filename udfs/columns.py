@@ -62,3 +62,36 @@ def unpacked_events(events: pa.Table) -> pa.Table:
     return pa.Table.from_batches(
         [pa.RecordBatch.from_arrays(chunk.flatten(), schema=schema) for chunk in packed.chunks], schema
     )
+
+
+def by_partition(table: pa.Table) -> dict[tuple[str, int], pa.Table]:
+    """The rows of each topic partition in ``table`` (its ``topic`` and ``partition`` columns),
+    in the order they have in ``table``; each a slice of one reordered copy.
+
+    A cogroup over buckets of topic partitions (``udfs.apply.apply_bucket``) hands the UDF many
+    partitions' rows at once, in no particular order: one stable sort by a numeric key
+    (the topic's dictionary code and the partition) and one ``take`` gather them, where a
+    ``take`` or a filter per partition would scan the whole table each time.
+    """
+    n = table.num_rows
+    if n == 0:
+        return {}
+    topics = column(table, "topic").dictionary_encode()
+    codes = np.asarray(topics.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    partitions = np.asarray(column(table, "partition").to_numpy(zero_copy_only=False), dtype=np.int64)
+    low = int(partitions.min())
+    key = codes * (int(partitions.max()) - low + 1) + (partitions - low)
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    if not (np.diff(order) == 1).all():
+        table = table.take(pa.array(order))
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(sorted_key)) + 1))
+    ends = np.concatenate((starts[1:], [n]))
+    names = topics.dictionary.to_pylist()
+    first = order[starts]
+    return {
+        (names[code], int(partition)): table.slice(int(start), int(end - start))
+        for code, partition, start, end in zip(
+            codes[first].tolist(), partitions[first].tolist(), starts.tolist(), ends.tolist(), strict=True
+        )
+    }

@@ -21,6 +21,7 @@ from engine.subscription import REDELIVER, Changes, Consumer, Subscription, Subs
 from jobs.bench.generate import MALFORMED_KEY, iter_events
 from schemas.events import EVENT_ARROW_SCHEMA
 from schemas.udf import (
+    APPLY_EVENT_COLUMNS,
     BATCH,
     CONSUMER,
     CURSOR,
@@ -29,6 +30,7 @@ from schemas.udf import (
     LEDGER,
     OUTPUT_KEY_COLUMNS,
     OUTPUT_UNPACKING,
+    PACKED_EVENTS,
     PARTITION,
     PENDING,
     PRODUCER,
@@ -46,6 +48,7 @@ from udfs.apply import (
     PACKED_ARROW,
     OutputRows,
     Repeated,
+    apply_bucket,
     apply_partition,
     emit_range_changes,
     emit_subscription_changes,
@@ -273,6 +276,50 @@ def test_batches_of_differences_rebuild_the_engine_state_exactly():
     # a pending ack dispatched and acked within one batch is never a row: no delete names it
     assert tables.pending_deletes and not tables.pending_deletes_of_nothing
     assert tables.ranges, "the workload must leave ack holes to make this test meaningful"
+
+
+def _cogrouped(events: pa.Table) -> pa.Table:
+    """Events as the ingest's cogroup sends them: the key columns and ``PACKED_EVENTS``."""
+    flat = events.select(list(APPLY_EVENT_COLUMNS)).combine_chunks()
+    struct = pa.StructArray.from_arrays([c.chunk(0) for c in flat.columns], fields=list(flat.schema))
+    return pa.table({"topic": flat["topic"], "partition": flat["partition"], PACKED_EVENTS: struct})
+
+
+def test_a_bucket_of_partitions_gives_the_rows_each_partition_gives_alone():
+    """``apply_bucket`` over several topic partitions' events interleaved (a partitioned topic
+    and one without partitions), and their state rows in
+    no order, gives the rows of one ``apply_partition`` call per partition; a partition with
+    state and no events in the batch gives none, as its own group did."""
+    records = [
+        r
+        for r in iter_events(events=4000, topics=2, partitions=2, subscriptions_per_topic=3, seed=8)
+        if MALFORMED_KEY not in r
+    ]
+    keys = sorted({(r["topic"], r["partition"]) for r in records})
+    assert len(keys) >= 3 and -1 in {p for _, p in keys}
+    settings = EngineSettings()
+    first, second = records[:2000], [r for r in records[2000:] if (r["topic"], r["partition"]) != keys[-1]]
+    tables = {key: _Tables(*key) for key in keys}
+    for key in keys:
+        mine = [r for r in first if (r["topic"], r["partition"]) == key]
+        scalars = (pa.scalar(key[0]), pa.scalar(key[1], pa.int32()))
+        tables[key].write(_applied(scalars, _event_table(mine, 0), tables[key].state(), settings).to_pylist())
+    states = pa.concat_tables([tables[key].state() for key in keys])
+    states = states.take(pa.array(np.random.default_rng(2).permutation(states.num_rows)))
+    events = _event_table(second, 2000)
+
+    expected = []
+    for key in keys[:-1]:
+        where = pc.and_(pc.equal(events["topic"], key[0]), pc.equal(events["partition"], key[1]))
+        mine = events.filter(where)
+        scalars = (pa.scalar(key[0]), pa.scalar(key[1], pa.int32()))
+        expected.append(apply_partition(scalars, mine, tables[key].state(), settings, packed=True))
+    got = apply_bucket((pa.scalar(7),), _cogrouped(events), states, settings)
+    assert got.schema.equals(PACKED_ARROW)
+    rows = pa.concat_tables(expected).to_pylist()
+    assert sorted(map(repr, got.to_pylist())) == sorted(map(repr, rows))
+    assert {(r["topic"], r["partition"]) for r in rows} == set(keys[:-1])
+    assert apply_bucket((pa.scalar(7),), _cogrouped(events.slice(0, 0)), states, settings).num_rows == 0
 
 
 def _numbered(topic: str, partition: int, batch: list[dict], seq: int) -> list[dict]:

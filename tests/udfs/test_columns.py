@@ -16,7 +16,7 @@ from jobs.bench.generate import MALFORMED_KEY, iter_events
 from schemas.events import EVENT_ARROW_SCHEMA
 from schemas.udf import APPLY_EVENT_COLUMNS, PACKED_EVENTS
 from udfs.apply import in_seq_order
-from udfs.columns import int_column, unpacked_events
+from udfs.columns import by_partition, int_column, unpacked_events
 
 _TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.bool_()]
 _TARGETS = [np.int8, np.int32, np.int64, np.bool_]
@@ -124,3 +124,27 @@ def test_unpacked_events_are_the_flat_table_in_any_batches():
     assert unpacked_events(middle).equals(flat.slice(120, 100))
     none = unpacked_events(_packed(flat, []).slice(0, 0))
     assert none.num_rows == 0 and none.schema == flat.schema
+
+
+def test_by_partition_gives_each_partitions_rows_in_the_order_they_came():
+    """The rows of a bucket of topic partitions, interleaved and in batches, come apart into each
+    partition's rows in their own order; partition -1 (a topic without partitions) included."""
+    rng = np.random.default_rng(3)
+    keys = [("persistent://t/ns/a", 0), ("persistent://t/ns/a", 1), ("persistent://t/ns/b", -1)]
+    picks = rng.integers(0, len(keys), 500)
+    table = pa.table(
+        {
+            "topic": [keys[k][0] for k in picks],
+            "partition": pa.array([keys[k][1] for k in picks], pa.int32()),
+            "_row": pa.array(range(500), pa.int64()),
+        }
+    )
+    batched = pa.Table.from_batches(table.slice(0, 200).to_batches() + table.slice(200).to_batches())
+    parts = by_partition(batched)
+    assert sorted(parts) == sorted(keys)
+    for i, key in enumerate(keys):
+        assert parts[key]["_row"].to_pylist() == np.flatnonzero(picks == i).tolist()
+        assert set(parts[key]["topic"].to_pylist()) == {key[0]}
+    one = by_partition(table.slice(7, 1))
+    assert list(one) == [keys[picks[7]]] and one[keys[picks[7]]]["_row"].to_pylist() == [7]
+    assert by_partition(table.slice(0, 0)) == {}
