@@ -80,8 +80,13 @@ APPLY_EVENT_COLUMNS: Final = (
     "marker",
 )
 
+PACKED_EVENT_COLUMNS: Final = tuple(c for c in APPLY_EVENT_COLUMNS if c not in ("topic", "partition"))
+"""The fields of ``PACKED_EVENTS``: the topic and partition travel once, as columns beside it
+(the UDF splits a bucket of partitions by them, ``udfs.columns.by_partition``); in the struct
+too, the topic's text went to the Python worker twice, some 40 MB of a 1M-event batch's 320."""
+
 PACKED_EVENTS: Final = "events"
-"""The one column that carries ``APPLY_EVENT_COLUMNS`` to the apply UDF, as a struct, beside the
+"""The one column that carries ``PACKED_EVENT_COLUMNS`` to the apply UDF, as a struct, beside the
 key columns (``udfs.columns.unpacked_events`` flattens it). PySpark's worker builds each group's
 table column by column, and for every column it lists all the batch's columns again: with the
 event columns flat, that was 1.6 s of Python per 1,250-group batch of 1M events; with one

@@ -54,7 +54,7 @@ def int_column(array: pa.Array, fill: int, dtype: Any) -> np.ndarray:
 
 def unpacked_events(events: pa.Table) -> pa.Table:
     """The cogroup's event side (the key columns and ``schemas.udf.PACKED_EVENTS``) as the flat
-    table of ``APPLY_EVENT_COLUMNS`` that ``udfs.apply.apply_partition`` reads. No copy: each
+    table of ``PACKED_EVENT_COLUMNS`` that ``udfs.apply.apply_partition`` reads. No copy: each
     field of the struct is a column. ``flatten``, not ``RecordBatch.from_struct_array``: in
     pyarrow 22 the latter returns a sliced struct's whole fields when the slice starts at 0."""
     packed = events.column(PACKED_EVENTS)

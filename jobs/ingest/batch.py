@@ -81,10 +81,10 @@ from jobs.platform.tables import (
 )
 from schemas.tables import REJECTED_EVENT_COLUMNS, TABLES
 from schemas.udf import (
-    APPLY_EVENT_COLUMNS,
     APPLY_OUTPUT,
     CURSOR,
     OUTPUT_UNPACKING,
+    PACKED_EVENT_COLUMNS,
     PACKED_EVENTS,
     PACKED_OUTPUT,
     PARTITION,
@@ -127,7 +127,7 @@ def _packed_events() -> list[Column]:
     """The apply's event side: the key columns, and the events as ``PACKED_EVENTS``."""
     from pyspark.sql import functions as F
 
-    return [*named(("topic", "partition")), F.struct(*named(APPLY_EVENT_COLUMNS)).alias(PACKED_EVENTS)]
+    return [*named(("topic", "partition")), F.struct(*named(PACKED_EVENT_COLUMNS)).alias(PACKED_EVENTS)]
 
 
 def unpacked_output() -> list[Column]:

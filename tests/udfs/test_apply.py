@@ -21,7 +21,6 @@ from engine.subscription import REDELIVER, Changes, Consumer, Subscription, Subs
 from jobs.bench.generate import MALFORMED_KEY, iter_events
 from schemas.events import EVENT_ARROW_SCHEMA
 from schemas.udf import (
-    APPLY_EVENT_COLUMNS,
     BATCH,
     CONSUMER,
     CURSOR,
@@ -30,6 +29,7 @@ from schemas.udf import (
     LEDGER,
     OUTPUT_KEY_COLUMNS,
     OUTPUT_UNPACKING,
+    PACKED_EVENT_COLUMNS,
     PACKED_EVENTS,
     PARTITION,
     PENDING,
@@ -280,9 +280,9 @@ def test_batches_of_differences_rebuild_the_engine_state_exactly():
 
 def _cogrouped(events: pa.Table) -> pa.Table:
     """Events as the ingest's cogroup sends them: the key columns and ``PACKED_EVENTS``."""
-    flat = events.select(list(APPLY_EVENT_COLUMNS)).combine_chunks()
+    flat = events.select(list(PACKED_EVENT_COLUMNS)).combine_chunks()
     struct = pa.StructArray.from_arrays([c.chunk(0) for c in flat.columns], fields=list(flat.schema))
-    return pa.table({"topic": flat["topic"], "partition": flat["partition"], PACKED_EVENTS: struct})
+    return pa.table({"topic": events["topic"], "partition": events["partition"], PACKED_EVENTS: struct})
 
 
 def test_a_bucket_of_partitions_gives_the_rows_each_partition_gives_alone():
