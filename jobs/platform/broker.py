@@ -254,7 +254,9 @@ class StandaloneBroker:
                     f"the standalone broker exited with {self.process.returncode}; see {self.log_file}"
                 )
             try:
-                if "public/default" in self.admin("/admin/v2/namespaces/public", quiet=True):
+                left = max(1.0, deadline - time.monotonic())  # a hung answer must not outlast it
+                namespaces = self.admin("/admin/v2/namespaces/public", quiet=True, timeout=left)
+                if namespaces and "public/default" in namespaces:
                     return
             except (OSError, ValueError):
                 pass
@@ -281,8 +283,16 @@ class StandaloneBroker:
             proc.kill()
             proc.wait()
 
-    def admin(self, path: str, method: str = "GET", body: Any = None, quiet: bool = False) -> Any:
-        """One admin REST call; the decoded JSON answer (None when the answer is empty)."""
+    def admin(
+        self,
+        path: str,
+        method: str = "GET",
+        body: Any = None,
+        quiet: bool = False,
+        timeout: float = ADMIN_TIMEOUT_SECONDS,
+    ) -> Any:
+        """One admin REST call; the decoded JSON answer (None when the answer is empty).
+        ``timeout``: seconds to wait for the answer."""
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.web_url + path, data=data, method=method)
         if data is not None:
@@ -290,7 +300,7 @@ class StandaloneBroker:
         if self.admin_token:
             request.add_header("Authorization", f"Bearer {self.admin_token}")
         try:
-            with urllib.request.urlopen(request, timeout=ADMIN_TIMEOUT_SECONDS) as response:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
                 text = response.read().decode()
         except urllib.error.HTTPError as exc:
             if not quiet:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -65,3 +67,16 @@ def test_log_warnings_keeps_the_last_kinds_of_warning_and_error(tmp_path: Path) 
         "2026-12-01T20:00:10 - WARN  - [web] - slow load",
         "2026-12-01T20:00:11 - WARN  - [client-44-1] - Failed to resolve 127.0.0.1 (x2)",
     ]
+
+
+def test_an_admin_call_waits_only_its_timeout_for_an_answer(tmp_path: Path) -> None:
+    """``start`` polls with what is left of its own deadline: a broker that accepts the
+    connection and never answers must not hold it for ``ADMIN_TIMEOUT_SECONDS``."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        local = broker.StandaloneBroker(tmp_path, web_port=silent.getsockname()[1])
+        began = time.monotonic()
+        with pytest.raises(TimeoutError):
+            local.admin("/admin/v2/namespaces/public", quiet=True, timeout=0.5)
+        assert time.monotonic() - began < 10 < broker.ADMIN_TIMEOUT_SECONDS
