@@ -972,7 +972,6 @@ def apply_bucket(
         apply_one(topic, p, unpacked_events(rows), states.get((topic, p), empty), settings, packed=True)
         for (topic, p), rows in by_partition(events).items()
     ]
-    outputs = [table for table in outputs if table.num_rows]
     return pa.concat_tables(outputs) if outputs else PACKED_ARROW.empty_table()
 
 
