@@ -47,6 +47,7 @@ from jobs.compact.compaction import CompactOptions
 from jobs.ingest.counts import (
     KindCounts,
     OutputCounts,
+    classified_summary,
     counts_of_frame,
     counts_of_rows,
     input_summary,
@@ -354,10 +355,14 @@ class BatchWriter:
                 # batches and decodes them on each read, 3-5 s of CPU per million records more
                 # than copying the rows (README, "Benchmarks").
                 classified = classify(raw).localCheckpoint(eager=True)
-                duplicates = duplicate_keys(classified).localCheckpoint(eager=True)
-                checkpoints += [classified, duplicates]
-                marked = mark_duplicates(classified, duplicates)
-                touched, rejections = input_summary(marked)
+                checkpoints.append(classified)
+                summary = classified_summary(classified)
+                touched, rejections, marked = summary.touched, summary.rejections, classified
+                if summary.repeated_hashes:  # a duplicate event id, or a hash collision
+                    duplicates = duplicate_keys(classified).localCheckpoint(eager=True)
+                    checkpoints.append(duplicates)
+                    marked = mark_duplicates(classified, duplicates)
+                    touched, rejections = input_summary(marked)
             # the rejected records (and their details) are planned only when there are some
             valid = valid_records(marked, keep_order=True).withColumnRenamed(INPUT_ORDER_COLUMN, "_row")
             self._phases.done("validate")

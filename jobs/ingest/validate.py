@@ -49,8 +49,12 @@ contract only ever adds fields).
 Both outputs derive from one plan. A caller that materialises both (the ingest job does)
 computes the parse and the rules more than once unless it materialises them:
 ``classified = classify(raw).localCheckpoint(eager=True)``, ``dups = duplicate_keys(classified)``
-(small; checkpoint it), then ``split(mark_duplicates(classified, dups))``. Rows in one partition are
-marked in classify's own job instead: ``mark_duplicates_in_partition(classify(raw.coalesce(1)))``.
+(small; checkpoint it), then ``split(mark_duplicates(classified, dups))``. A caller that counts
+the rows of each ``event_id_hash`` first (``jobs.ingest.counts.classified_summary`` does, in the
+job that names the batch's topic partitions) may skip the duplicates when no hash is carried
+twice: two rows of one event_id share its hash, so ``classified`` is then already marked. Rows
+in one partition are marked in classify's own job instead:
+``mark_duplicates_in_partition(classify(raw.coalesce(1)))``.
 A caller that knows it has no rejected row (the ingest job counts the reasons first) takes
 `valid_records` alone, and never plans the details.
 """
@@ -199,6 +203,13 @@ def _build_stages() -> _Stages:
     ]
     reparse = F.from_json(F.col(RAW_COLUMN), _PARSE_SCHEMA, _PARSE_OPTIONS).alias(_PARSED)
     return _Stages(parse, fields, ruled, result, reparse, detail.alias(DETAIL_COLUMN))
+
+
+def event_id_hash() -> Column:
+    """A 64-bit hash of ``event_id``: rows that share an event_id share it, so a batch where no
+    valid row's hash repeats has no duplicate (a repeat may still be a collision, which
+    `duplicate_keys` then tells apart). Counting longs is cheaper than counting the strings."""
+    return F.xxhash64(F.col("event_id"))
 
 
 def duplicate_keys(classified: DataFrame) -> DataFrame:

@@ -268,6 +268,31 @@ def test_large_batches_write_what_small_batches_write(spark, workload, clean_run
     assert len(spread) == len(in_one) and max(spread) == 2, spread
 
 
+def test_large_batches_reject_the_duplicates_small_batches_reject(spark, workload, well_formed, tmp_path):
+    """Two copies of valid records, each in its original's batch with a higher seq: one in its
+    original's topic partition, one in a topic partition no other record names (marking it a
+    duplicate leaves that partition without a valid record). A large batch finds them through
+    its count of event-id hashes (``classified_summary``), a small one by a window over its one
+    partition; both reject the same copies and write the same tables."""
+    good = {r["event_id"] for r in well_formed}
+    picks = [i for i, r in enumerate(workload) if RAW_KEY not in r and r.get("event_id") in good][10:12]
+    records = list(workload)
+    for at, topic in zip(reversed(picks), ("persistent://acme/prod/only-a-duplicate", None), strict=True):
+        copy = dict(records[at], seq=records[at]["seq"] + 100_000)
+        if topic is not None:
+            copy["topic"] = topic
+        records.insert(at + 1, copy)
+    outputs = {}
+    for path, thresholds in (("small", {}), ("large", {"interpreted_rows": 0, "single_partition_rows": 0})):
+        run = tmp_path / path
+        _write_source(run / "source", records)
+        _run(spark, replace(_options(run / "source", run / "warehouse"), **thresholds))
+        outputs[path] = snapshot(spark, run / "warehouse")
+    rejected = read_table(spark, tmp_path / "large" / "warehouse", "rejected_events")
+    assert rejected.where("reason = 'duplicate_event_id'").count() == 2
+    assert_same_tables(outputs["large"], outputs["small"])
+
+
 @pytest.mark.slow
 def test_continuous_trigger_applies_files_as_they_arrive(spark, workload, clean_run, tmp_path):
     """`--trigger continuous`: a processing-time query picks up files written while it runs."""

@@ -575,6 +575,27 @@ def test_a_batch_in_one_partition_marks_and_rejects_what_a_spread_one_does(
     assert reasons[V.DUPLICATE_EVENT_ID] == 3 and sum(reasons.values()) == len(outcome["rejected"])
 
 
+def test_the_summary_before_marking_is_the_marked_one_when_no_event_id_repeats(spark: SparkSession) -> None:
+    """``classified_summary`` (one job, before duplicates are marked) names the topic partitions
+    and counts the reasons ``input_summary`` finds after marking when no valid row's event-id
+    hash repeats; with duplicates it counts their hashes, and the caller summarises again."""
+    from jobs.ingest.counts import classified_summary, input_summary
+
+    singles = [line for line, _, _ in CASES.values()]
+    classified = classify(_frame(spark, singles))
+    summary = classified_summary(classified)
+    touched, reasons = input_summary(mark_duplicates(classified))
+    assert summary.repeated_hashes == 0
+    assert sorted(summary.touched) == sorted(touched) and touched
+    assert summary.rejections == reasons and len(reasons) > 3
+
+    with_duplicates = classify(_frame(spark, singles + [line for _, line, _ in DUPLICATES]))
+    summary = classified_summary(with_duplicates)
+    touched, reasons = input_summary(mark_duplicates(with_duplicates))
+    assert summary.repeated_hashes == 1  # "dup", carried by four valid rows
+    assert V.DUPLICATE_EVENT_ID not in summary.rejections and reasons[V.DUPLICATE_EVENT_ID] == 3
+
+
 def test_delta_source_round_trip(spark: SparkSession, outcome: dict[str, Any]) -> None:
     """A Delta source builds `value` with to_json(struct(*)); valid events survive it unchanged."""
     valid = spark.createDataFrame(outcome["valid"], EVENT_SCHEMA)
