@@ -269,7 +269,7 @@ def test_large_batches_write_what_small_batches_write(spark, workload, clean_run
 
 
 def test_large_batches_reject_the_duplicates_small_batches_reject(spark, workload, well_formed, tmp_path):
-    """Two copies of valid records, each in its original's batch with a higher seq: one in its
+    """Two copies of valid records, in their originals' batch with a higher seq: one in its
     original's topic partition, one in a topic partition no other record names (marking it a
     duplicate leaves that partition without a valid record). A large batch finds them through
     its count of event-id hashes (``classified_summary``), a small one by a window over its one
@@ -285,7 +285,7 @@ def test_large_batches_reject_the_duplicates_small_batches_reject(spark, workloa
     outputs = {}
     for path, thresholds in (("small", {}), ("large", {"interpreted_rows": 0, "single_partition_rows": 0})):
         run = tmp_path / path
-        _write_source(run / "source", records)
+        _write_source(run / "source", records, files=1)
         _run(spark, replace(_options(run / "source", run / "warehouse"), **thresholds))
         outputs[path] = snapshot(spark, run / "warehouse")
     rejected = read_table(spark, tmp_path / "large" / "warehouse", "rejected_events")
