@@ -76,8 +76,8 @@ def input_summary(marked: DataFrame) -> tuple[list[PartitionKey], dict[str, int]
 
 @dataclass(frozen=True)
 class ClassifiedSummary:
-    """``input_summary`` of classified rows whose duplicates are not marked yet, and the event-id
-    hashes (``jobs.ingest.validate.event_id_hash``) that more than one valid row carries."""
+    """``input_summary`` of classified rows whose duplicates are not marked yet, and how many
+    event-id hashes (``jobs.ingest.validate.event_id_hash``) more than one valid row carries."""
 
     touched: list[PartitionKey]
     rejections: dict[str, int]
