@@ -25,7 +25,7 @@ from schemas.udf import REJECT, UNSUBSCRIBED
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame, Row
 
 PartitionKey = tuple[str, int]
 Unsubscribed = tuple[str, int, str]
@@ -55,20 +55,27 @@ class OutputCounts:
 def input_summary(marked: DataFrame) -> tuple[list[PartitionKey], dict[str, int]]:
     """The topic partitions of a batch's valid records and its rejected records per reason, in
     one Spark job over ``marked`` (``jobs.ingest.validate.mark_duplicates``'s rows)."""
+    return _touched_and_reasons(marked.groupBy(*_summary_keys()).count().collect())
+
+
+def _summary_keys() -> list[Column]:
+    """What a summary groups by: a valid row's topic partition (null on a rejected row), and
+    the reason (null on a valid row)."""
     from pyspark.sql import functions as F
 
     from jobs.ingest.validate import REASON_COLUMN
 
     valid = F.col(REASON_COLUMN).isNull()
-    rows = (
-        marked.groupBy(
-            F.when(valid, F.col("topic")).alias("topic"),
-            F.when(valid, F.col("partition")).alias("partition"),
-            F.col(REASON_COLUMN).alias("reason"),
-        )
-        .count()
-        .collect()
-    )
+    return [
+        F.when(valid, F.col("topic")).alias("topic"),
+        F.when(valid, F.col("partition")).alias("partition"),
+        F.col(REASON_COLUMN).alias("reason"),
+    ]
+
+
+def _touched_and_reasons(rows: list[Row]) -> tuple[list[PartitionKey], dict[str, int]]:
+    """The summary's ``(topic, partition, reason, count)`` rows as the touched topic partitions
+    and the rejected records per reason."""
     touched = [(r["topic"], r["partition"]) for r in rows if r["reason"] is None]
     reasons = {r["reason"]: int(r["count"]) for r in rows if r["reason"] is not None}
     return touched, reasons
@@ -102,26 +109,26 @@ def classified_summary(classified: DataFrame) -> ClassifiedSummary:
     from jobs.ingest.validate import REASON_COLUMN, event_id_hash
 
     valid = F.col(REASON_COLUMN).isNull()
-    keyed = classified.select(
-        F.when(valid, event_id_hash()).alias("hash"),
-        F.when(valid, F.col("topic")).alias("topic"),
-        F.when(valid, F.col("partition")).alias("partition"),
-        F.col(REASON_COLUMN).alias("reason"),
-    )
-    # grouping_id's bits, first column highest: 7 = by hash alone, 8 = by all but the hash
-    by_hash, by_partition = F.col("set") == 7, F.col("set") == 8
+    keyed = classified.select(F.when(valid, event_id_hash()).alias("hash"), *_summary_keys())
+    keys = ["topic", "partition", "reason"]
     rows = (
-        keyed.groupingSets(
-            [["hash"], ["topic", "partition", "reason"]], "hash", "topic", "partition", "reason"
-        )
+        keyed.groupingSets([["hash"], keys], "hash", *keys)
         .agg(F.count(F.lit(1)).alias("count"), F.grouping_id().alias("set"))
-        .where((by_hash & F.col("hash").isNotNull() & (F.col("count") > 1)) | by_partition)
+        .where(
+            ((F.col("set") == _BY_HASH) & F.col("hash").isNotNull() & (F.col("count") > 1))
+            | (F.col("set") == _BY_PARTITION)
+        )
         .collect()
     )
-    summary = [r for r in rows if r["set"] == 8]
-    touched = [(r["topic"], r["partition"]) for r in summary if r["reason"] is None]
-    reasons = {r["reason"]: int(r["count"]) for r in summary if r["reason"] is not None}
+    summary = [r for r in rows if r["set"] == _BY_PARTITION]
+    touched, reasons = _touched_and_reasons(summary)
     return ClassifiedSummary(touched, reasons, repeated_hashes=len(rows) - len(summary))
+
+
+# ``grouping_id`` of classified_summary's two sets over (hash, topic, partition, reason), the
+# first column's bit highest and a bit set for each column a set leaves out
+_BY_HASH = 0b0111
+_BY_PARTITION = 0b1000
 
 
 def input_summary_of_rows(marked: pa.Table) -> tuple[list[PartitionKey], dict[str, int]]:
