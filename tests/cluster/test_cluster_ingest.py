@@ -8,7 +8,11 @@ local paths, which every process of this one-machine cluster sees.
 ``--py-files``: its executors run a Python that has ackstate's dependencies but not ackstate
 itself, so the engine they run is the one in the zip.
 
-A driver killed mid-batch on the cluster restarts to the same tables, as it does locally.
+A driver killed mid-batch on the cluster restarts to the same tables, as it does locally. One
+test runs both: ``ackstate ingest`` on the cluster is killed in its second batch, and
+spark-submit restarts it. Each driver on this cluster costs a minute or more of the suite's two
+cores (its JVM, two executors' JVMs and their Python workers; 2026-12-02: the killed run and a
+plain restart took 176 s, a third driver for spark-submit alone 63 s more).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pyspark.sql import SparkSession
 
 from jobs.platform.config import load_config
 from jobs.platform.jars import find_delta_jars
+from jobs.platform.tables import read_table
 from tests.cluster.standalone import SPARK_HOME, StandaloneCluster
 from tests.jobs.ingest.killed_cli import KILL_AT_ENV
 from tests.jobs.warehouse import BATCH_FIGURES, assert_same_tables, reference_warehouse, snapshot
@@ -47,11 +52,11 @@ def local_tables(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) 
     return snapshot(spark, warehouse, exclude=LINEAGE)
 
 
-def cluster_ingest(
-    cluster: StandaloneCluster, source: Path, warehouse: Path, kill_at: str | None = None
+def killed_cluster_ingest(
+    cluster: StandaloneCluster, source: Path, warehouse: Path, kill_at: str
 ) -> subprocess.CompletedProcess[str]:
-    """``ackstate ingest`` on the cluster; with ``kill_at`` (``<batch>:<phase>``) the driver
-    kills itself there (``tests/jobs/ingest/killed_cli.py``)."""
+    """``ackstate ingest`` on the cluster, whose driver kills itself at ``kill_at``
+    (``<batch>:<phase>``, ``tests/jobs/ingest/killed_cli.py``)."""
     conf = warehouse.parent / f"{warehouse.name}.toml"
     conf.write_text(
         "[spark]\n"
@@ -67,30 +72,12 @@ def cluster_ingest(
         "max_files_per_trigger = 1\n"
     )
     killed_cli = REPO_ROOT / "tests" / "jobs" / "ingest" / "killed_cli.py"
-    program = ["-m", "jobs.cli"] if kill_at is None else [str(killed_cli)]
     cmd = [
-        sys.executable, *program,
+        sys.executable, str(killed_cli),
         "ingest", "--source", str(source), "--warehouse", str(warehouse), "--conf", str(conf),
     ]  # fmt: skip
-    env = {**os.environ, KILL_AT_ENV: kill_at} if kill_at else None
+    env = {**os.environ, KILL_AT_ENV: kill_at}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
-
-
-def test_a_driver_killed_mid_batch_on_a_cluster_restarts_to_the_same_tables(
-    spark: SparkSession, cluster: StandaloneCluster, source: Path, local_tables: dict, tmp_path: Path
-) -> None:
-    """The driver dies (``kill -9``) after the cursors MERGE of batch 1, its executors with it;
-    the restarted ingest gets new executors and finishes with the tables of a clean run.
-
-    This is also the test of ``ackstate ingest`` itself on a cluster (``--conf`` naming the
-    master): the restarted run is a plain one; a clean run from the start is the spark-submit
-    test's, which checks that both workers did the work."""
-    warehouse = tmp_path / "warehouse"
-    killed = cluster_ingest(cluster, source, warehouse, kill_at="1:merge cursors")
-    assert killed.returncode == 137, killed.stderr[-3000:]
-    restarted = cluster_ingest(cluster, source, warehouse)
-    assert restarted.returncode == 0, restarted.stderr[-3000:]
-    assert_same_tables(snapshot(spark, warehouse, exclude=LINEAGE), local_tables)
 
 
 def bare_python(root: Path) -> Path:
@@ -109,9 +96,22 @@ def bare_python(root: Path) -> Path:
     return python
 
 
-def test_spark_submit_with_py_files_gives_the_local_tables(
+def test_a_driver_killed_mid_batch_restarts_with_spark_submit_to_the_local_tables(
     spark: SparkSession, cluster: StandaloneCluster, source: Path, local_tables: dict, tmp_path: Path
 ) -> None:
+    """``ackstate ingest`` on the cluster (``--conf`` naming the master) commits batch 0, and its
+    driver dies (``kill -9``) after the cursors MERGE of batch 1, its executors with it.
+    spark-submit with the project as ``--py-files`` then restarts the query on the same
+    checkpoint with new executors, and the tables are those of a clean local run.
+
+    The restart is the work of both workers' executors, whose Python does not have ackstate
+    installed: the engine they run is the zip's."""
+    warehouse = tmp_path / "warehouse"
+    killed = killed_cluster_ingest(cluster, source, warehouse, kill_at="1:merge cursors")
+    assert killed.returncode == 137, killed.stderr[-3000:]
+    # batch 0 was committed on the cluster, batch 1 was not
+    assert [r.batch_id for r in read_table(spark, warehouse, "ingest_batches").collect()] == [0]
+
     python = bare_python(tmp_path / "bare")
     # nor through $PYTHONPATH (a run from a git worktree sets it to the checkout): the bare
     # Python, driver and executors alike, must find ackstate in the zip only
@@ -129,7 +129,6 @@ def test_spark_submit_with_py_files_gives_the_local_tables(
          "engine", "udfs", "schemas", "jobs", "conf"],
         cwd=REPO_ROOT, check=True,
     )  # fmt: skip
-    warehouse = tmp_path / "warehouse"
     jars = ",".join(map(str, find_delta_jars(load_config()).jars))
     cmd = [
         str(SPARK_HOME / "bin" / "spark-submit"),

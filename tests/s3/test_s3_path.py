@@ -1,10 +1,16 @@
 """The whole path on S3: every command a user runs, against an S3 API through Hadoop's S3A.
 
 The source, the checkpoint, the warehouse and the report all live in one bucket of a local
-S3 server (moto); each command is a separate ``ackstate`` process whose only S3 settings come
-from ``[spark]`` of its ``--conf``, as a user's would. What it leaves must be what the same
-events give on a local warehouse: the same tables, row for row, and the same answers from
-``stats``, ``internal-stats`` and ``sql``.
+S3 server (moto). ``ackstate ingest`` runs as a process of its own whose only S3 settings come
+from ``[spark]`` of its ``--conf``, as a user's would; the other commands run in this process,
+on the suite's session pointed at the same server (``s3_spark``), each with its own S3 paths.
+What they leave must be what the same events give on a local warehouse: the same tables, row
+for row, and the same answers from ``stats``, ``internal-stats`` and ``sql``.
+
+Why only the ingest in a process: every command builds its session from ``--conf`` the same way
+(``jobs.cli.main`` then ``jobs.platform.session.get_spark``), so one process proves that path on
+S3, and a cold JVM with S3A costs about half a minute here (seven processes took 239 s of a
+36-minute suite, 2026-12-02). What differs between the commands, their paths, is tested here.
 """
 
 from __future__ import annotations
@@ -67,10 +73,10 @@ def ackstate(conf: Path, *args: str) -> str:
     return done.stdout
 
 
-def in_process(capsys: pytest.CaptureFixture[str], warehouse: Path, *args: str) -> str:
-    """The same command on the local warehouse, in this process's session."""
+def in_process(capsys: pytest.CaptureFixture[str], warehouse: Path | str, *args: str) -> str:
+    """One command on ``warehouse``, in this process's session; its standard output."""
     capsys.readouterr()
-    assert main([*args, "--warehouse", str(warehouse)]) == 0
+    assert main([*args, "--warehouse", str(warehouse)]) == 0, capsys.readouterr().err[-3000:]
     return capsys.readouterr().out
 
 
@@ -87,7 +93,7 @@ def test_every_command_on_s3_gives_what_a_local_warehouse_gives(
     settings = "".join(f'"hadoop.{key}" = "{value}"\n' for key, value in s3.hadoop_settings().items())
     conf.write_text(f"[spark]\n{settings}[ingest]\nmax_files_per_trigger = 1\n")
 
-    ackstate(conf, "init")
+    in_process(capsys, WAREHOUSE, "init")
     ackstate(conf, "ingest", "--source", f"s3a://{BUCKET}/events", "--checkpoint", CHECKPOINT)
     local = snapshot(s3_spark, local_warehouse, exclude=LINEAGE)
     assert_same_tables(snapshot(s3_spark, WAREHOUSE, exclude=LINEAGE), local)
@@ -104,17 +110,17 @@ def test_every_command_on_s3_gives_what_a_local_warehouse_gives(
     assert checkpoints.uncommitted_batch(CHECKPOINT) is None and checkpoints.running_batches(WAREHOUSE) == []
 
     for command in (["stats"], ["internal-stats"]):
-        assert json.loads(ackstate(conf, *command)) == json.loads(
+        assert json.loads(in_process(capsys, WAREHOUSE, *command)) == json.loads(
             in_process(capsys, local_warehouse, *command)
         ), command
-    rows = ackstate(conf, "sql", "--format", "json", QUERY)  # JSON Lines, in QUERY's order
+    rows = in_process(capsys, WAREHOUSE, "sql", "--format", "json", QUERY)  # JSON Lines, in QUERY's order
     assert rows == in_process(capsys, local_warehouse, "sql", "--format", "json", QUERY)
     assert len(rows.splitlines()) == len(local["cursors"])
 
-    ackstate(conf, "compact")
+    in_process(capsys, WAREHOUSE, "compact")
     assert_same_tables(snapshot(s3_spark, WAREHOUSE, exclude=LINEAGE), local)
 
-    printed = ackstate(conf, "report", "--out", f"s3a://{BUCKET}/report")
+    printed = in_process(capsys, WAREHOUSE, "report", "--out", f"s3a://{BUCKET}/report")
     assert f"s3a://{BUCKET}/report/report.html" in printed
     html = s3.client().get_object(Bucket=BUCKET, Key="report/report.html")["Body"].read()
     png = s3.client().get_object(Bucket=BUCKET, Key="report/report.png")["Body"].read()
