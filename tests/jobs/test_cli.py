@@ -131,6 +131,43 @@ def test_handler_gets_resolved_config_and_warehouse(monkeypatch: pytest.MonkeyPa
     assert seen[0].config.settings.max_unacked_messages_per_consumer == 50000
 
 
+@pytest.mark.parametrize(
+    ("command", "quick_jit", "interpreted"),
+    [
+        ("stats", True, True),
+        ("internal-stats", True, True),
+        ("init", True, True),
+        ("sql", True, False),
+        ("report", True, False),
+        ("ingest", False, False),
+        ("compact", False, False),
+    ],
+)
+def test_short_lived_commands_start_a_quick_session(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, command: str, quick_jit: bool, interpreted: bool
+) -> None:
+    """The ``[spark]`` settings a command's session gets: the C1 JIT alone for a short-lived
+    command, interpreted expressions for the three that run a few fixed queries; a user's own
+    setting of either codegen key stands for both."""
+    seen: list[dict[str, str]] = []
+    module = types.ModuleType("ackstate_fake_command")
+    module.run = lambda args: seen.append(dict(args.config.spark)) or 0  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "ackstate_fake_command", module)
+    monkeypatch.setitem(COMMANDS, command, Command("ackstate_fake_command:run", "x"))
+    argv = {"ingest": ["--source", "in"], "sql": ["SELECT 1"]}.get(command, [])
+    assert main([command, *argv, "--warehouse", str(tmp_path)]) == 0
+    assert (seen[0].get("spark.driver.extraJavaOptions") == cli.QUICK_JIT) is quick_jit
+    assert {k: seen[0][k] for k in cli.INTERPRETED_QUERIES.keys() & seen[0].keys()} == (
+        cli.INTERPRETED_QUERIES if interpreted else {}
+    )
+
+    own = tmp_path / "own.toml"
+    own.write_text('[spark]\n"sql.codegen.wholeStage" = "true"\n')
+    assert main([command, *argv, "--warehouse", str(tmp_path), "--conf", str(own)]) == 0
+    assert seen[1].get("spark.sql.codegen.wholeStage") == "true"
+    assert "spark.sql.codegen.factoryMode" not in seen[1]
+
+
 def test_ackstate_errors_are_one_line_with_exit_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
