@@ -30,7 +30,7 @@ from jobs.platform.config import load_config
 from jobs.platform.jars import find_delta_jars
 from jobs.platform.tables import read_table
 from tests.cluster.standalone import SPARK_HOME, StandaloneCluster
-from tests.jobs.ingest.killed_cli import KILL_AT_ENV
+from tests.jobs.ingest.killed_cli import run_killed
 from tests.jobs.warehouse import BATCH_FIGURES, assert_same_tables, reference_warehouse, snapshot
 from tests.jobs.warehouse import LINEAGE as WRITER_LINEAGE
 
@@ -71,13 +71,8 @@ def killed_cluster_ingest(
         "[ingest]\n"
         "max_files_per_trigger = 1\n"
     )
-    killed_cli = REPO_ROOT / "tests" / "jobs" / "ingest" / "killed_cli.py"
-    cmd = [
-        sys.executable, str(killed_cli),
-        "ingest", "--source", str(source), "--warehouse", str(warehouse), "--conf", str(conf),
-    ]  # fmt: skip
-    env = {**os.environ, KILL_AT_ENV: kill_at}
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    argv = ["ingest", "--source", str(source), "--warehouse", str(warehouse), "--conf", str(conf)]
+    return run_killed(argv, kill_at, timeout=900)
 
 
 def bare_python(root: Path) -> Path:

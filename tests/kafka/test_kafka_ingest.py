@@ -10,9 +10,6 @@ checkpoint (Kafka offsets included) leaves the same tables as a run that was nev
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,7 +22,7 @@ from jobs.ingest.options import IngestOptions
 from jobs.ingest.query import start_ingest
 from jobs.platform.kafka import KafkaServer
 from jobs.platform.tables import read_table
-from tests.jobs.ingest.killed_cli import KILL_AT_ENV
+from tests.jobs.ingest.killed_cli import run_killed
 from tests.jobs.warehouse import BATCH_FIGURES, assert_same_tables, snapshot
 from tests.jobs.warehouse import LINEAGE as WRITER_LINEAGE
 
@@ -131,10 +128,7 @@ def test_a_killed_kafka_ingest_restarts_from_its_offsets_exactly_once(
         "--conf",
         str(conf),
     ]
-    env = {**os.environ, KILL_AT_ENV: "1:merge cursors"}
-    killed_cli = str(Path(__file__).parents[1] / "jobs" / "ingest" / "killed_cli.py")
-    cmd = [sys.executable, killed_cli, *argv]
-    killed = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    killed = run_killed(argv, "1:merge cursors")
     assert killed.returncode == 137, killed.stderr[-3000:]
     assert main(argv) == 0
     # every table but the batches' log, which has one row per micro-batch (counted below)

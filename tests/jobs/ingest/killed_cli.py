@@ -4,19 +4,31 @@ Run as ``python killed_cli.py <ackstate arguments>`` with ``KILL_AT_ENV`` (``ACK
 naming ``<batch id>:<phase>``: every ``BatchWriter`` the command makes gets an ``on_phase`` that
 exits the process abruptly there (``os._exit(137)``, no cleanup, like ``kill -9``). Without the
 variable the command runs as ``ackstate`` does. The hook lives here, not in the job.
+``run_killed`` starts such a process from a test.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from jobs.cli import main
 from jobs.ingest import query as ingest
 
 KILL_AT_ENV = "ACKSTATE_KILL_AT"
+
+
+def run_killed(argv: Sequence[str], kill_at: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``ackstate <argv>`` in a process of its own that kills itself after ``kill_at``
+    (``<batch id>:<phase>``); its exit status, standard output and error."""
+    env = {**os.environ, KILL_AT_ENV: kill_at}
+    cmd = [sys.executable, str(Path(__file__)), *argv]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def _kill_at(point: str) -> Any:

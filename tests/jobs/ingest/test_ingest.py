@@ -10,10 +10,7 @@ comparison; everything else must be identical.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -30,7 +27,7 @@ from jobs.ingest.query import start_ingest
 from jobs.platform.rewrite import REWRITE_PREDICATE
 from jobs.platform.tables import read_table
 from schemas.tables import TABLES
-from tests.jobs.ingest.killed_cli import KILL_AT_ENV
+from tests.jobs.ingest.killed_cli import run_killed
 from tests.jobs.warehouse import LINEAGE, assert_same_tables, commit_actions, crash_at
 from tests.jobs.warehouse import snapshot as warehouse_snapshot
 
@@ -191,10 +188,7 @@ def test_killed_process_between_state_and_projections_restarts_exactly(spark, wo
         "--max-files-per-trigger",
         "1",
     ]
-    env = {**os.environ, KILL_AT_ENV: "1:merge cursors"}
-    killed_cli = str(Path(__file__).with_name("killed_cli.py"))
-    cmd = [sys.executable, killed_cli, *argv]
-    killed = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    killed = run_killed(argv, "1:merge cursors")
     assert killed.returncode == 137, killed.stderr[-2000:]
     assert main(argv) == 0
     assert_same_tables(snapshot(spark, tmp_path / "warehouse"), expected)
