@@ -1,7 +1,9 @@
-"""The shared conformance scenarios through the ``ackstate`` command line, as users run it.
+"""The shared conformance scenarios through the ``ackstate`` command line.
 
 ``../shared/tools/run_scenarios.py`` writes each scenario's events to JSON Lines, runs
 ``ackstate init``, ``ingest``, ``internal-stats`` and ``stats`` and compares every checkpoint.
+The commands it runs are the command line's ``main`` in this test session
+(``tests/conformance/in_session.py``), with the arguments the runner gives.
 ``CLI_SCENARIOS`` lists the scenarios whose every check is implemented; the others need the
 consumer and dedup model (issues "Subscriptions" and "Producer deduplication") and join this
 list as those land. Each listed scenario must pass completely.
@@ -9,19 +11,24 @@ list as those land. Each listed scenario must pass completely.
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
 from jobs.platform.config import load_config
 from jobs.platform.jars import find_delta_jars
+from tests.conformance.in_session import command_server
 from tests.conftest import TEST_SPARK_CONF
 
-# every scenario group starts four cold JVMs (init, ingest, internal-stats, stats)
+# the runner starts a Spark session of its own to read the tables
 pytestmark = pytest.mark.slow
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
@@ -93,37 +100,43 @@ class RunnerResult:
 
 
 @pytest.fixture(scope="module")
-def cli_run(tmp_path_factory: pytest.TempPathFactory) -> RunnerResult:
+def cli_run(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunnerResult]:
     """One run of the shared runner over every listed scenario (it ingests them in groups, so
-    one run costs a few ingests, not one per scenario)."""
+    one run costs a few ingests, not one per scenario). Its ``ackstate`` commands run in this
+    session (``in_session``): a cold process each cost 8-20 s of JVM start, 256 s for the
+    twelve in a 34-minute suite."""
     tmp_path = tmp_path_factory.mktemp("cli-scenarios")
     scenarios = tmp_path / "scenarios"
     scenarios.mkdir()
     for name in CLI_SCENARIOS:
         shutil.copy(SHARED / "scenarios" / f"{name}.json", scenarios)
-    ackstate = Path(sys.executable).with_name("ackstate")
     # the runner reads tables with its own Spark session; give it the jars `ackstate setup` cached
     # (its default, Ivy through configure_spark_with_delta_pip, cannot resolve them on every machine)
     # and the test session's settings: with Delta's default of 50 snapshot partitions its local[1]
     # session read each table's log in 50 tasks, one after another (83 s of reads, 29 s with 2)
     jars = ",".join(str(j) for j in find_delta_jars(load_config()).jars)
     settings = [f"{key}={value}" for key, value in {"spark.jars": jars, **TEST_SPARK_CONF}.items()]
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(RUNNER),
-            str(scenarios),
-            "--ackstate",
-            str(ackstate),
-            "--work",
-            str(tmp_path),
-            *(arg for setting in settings for arg in ("--spark-conf", setting)),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1500,
-    )
-    return RunnerResult(result.returncode, result.stdout, result.stderr)
+    # a Unix socket's path has room for about 100 bytes: not under pytest's base directory
+    with (
+        tempfile.TemporaryDirectory(prefix="ackstate-") as sockets,
+        command_server(Path(sockets) / "cli.sock") as ackstate,
+    ):
+        result = subprocess.run(
+            [
+                sys.executable,
+                str(RUNNER),
+                str(scenarios),
+                "--ackstate",
+                shlex.join(ackstate),
+                "--work",
+                str(tmp_path),
+                *(arg for setting in settings for arg in ("--spark-conf", setting)),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=1500,
+        )
+    yield RunnerResult(result.returncode, result.stdout, result.stderr)
 
 
 def test_the_runner_ran_every_scenario(cli_run: RunnerResult) -> None:
