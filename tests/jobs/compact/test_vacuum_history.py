@@ -1,0 +1,52 @@
+"""VACUUM's figures come from its own commits, read without the table's whole history.
+
+A continuous ingest commits once per micro-batch, and Delta keeps 30 days of commit files;
+``DeltaTable.history()`` reads every one of them. Here an old commit file is made unreadable
+after a checkpoint: the table itself reads from the checkpoint and is whole, the full history
+cannot be read, and compaction still vacuums and reports what it deleted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from delta.tables import DeltaTable
+
+from jobs.compact.compaction import CompactOptions, commits_after, compact
+
+pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
+
+
+def test_vacuum_reads_only_the_commits_after_it_began(spark, tmp_path: Path) -> None:
+    warehouse = tmp_path / "warehouse"
+    path = warehouse / "rejected_events"
+    for i in range(12):  # Delta checkpoints version 10 by itself (delta.checkpointInterval)
+        spark.range(i, i + 1).write.format("delta").mode("append").save(str(path))
+    assert (path / "_delta_log" / "00000000000000000010.checkpoint.parquet").is_file()
+    log = path / "_delta_log"
+    (log / "00000000000000000001.json").write_text("not a commit\n")
+    # without its checksum file: Hadoop would move a file that fails its checksum out of the log
+    (log / ".00000000000000000001.json.crc").unlink()
+    table = DeltaTable.forPath(spark, str(path))
+    with pytest.raises(Exception):  # noqa: B017 (the JVM's parse error, whatever its class)
+        table.history().collect()
+    assert spark.read.format("delta").load(str(path)).count() == 12
+
+    assert [row["version"] for row in commits_after(table, 8, first_read=2)] == [11, 10, 9]
+    assert commits_after(table, 11) == []
+
+    report = compact(
+        spark,
+        CompactOptions(
+            warehouse=warehouse,
+            tables=("rejected_events",),
+            vacuum_retention_hours=0,
+            allow_short_vacuum_retention=True,
+        ),
+    )
+    vacuum = report.tables["rejected_events"].vacuum
+    # OPTIMIZE made the twelve files one; VACUUM deleted them (and their checksum files)
+    assert vacuum is not None and vacuum.files_removed >= 12 and vacuum.bytes_removed > 0, vacuum
+    assert len(list(path.glob("*.parquet"))) == 1
+    assert spark.read.format("delta").load(str(path)).count() == 12
