@@ -1,7 +1,7 @@
 """``ackstate`` commands run by this test process's Spark session, for a program that calls
 the ``ackstate`` command line as a subprocess (the shared conformance runner).
 
-``CommandServer`` listens on a Unix socket in the test process and runs each request with
+``command_server`` listens on a Unix socket in the test process and runs each request with
 ``jobs.cli.main``, in the session the tests share; ``python in_session.py SOCKET ARGS...`` is
 the command the program is given: it sends its arguments, prints what the command printed and
 exits with its status.
@@ -9,8 +9,9 @@ exits with its status.
 Why: each command as a process of its own starts a Spark JVM (8-10 s before its first query on
 two cores); the conformance runner starts four per scenario group. What the runner judges is
 the commands' output for the scenarios' events, which does not depend on the process that
-computes it; the cold process of each command is tested where that is the point
-(``tests/jobs/test_cli.py``, ``tests/s3``, the killed-ingest tests).
+computes it. The commands' own processes are tested where that is the point: ``stats`` and
+``internal-stats`` in ``tests/jobs/read/test_stats.py``, ``ingest`` in ``tests/s3``, the
+killed-ingest tests and ``tests/cluster``.
 """
 
 from __future__ import annotations

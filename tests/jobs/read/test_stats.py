@@ -8,6 +8,8 @@ The JSON shape itself is covered without Spark in tests/jobs/read/test_stats_for
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from engine import Cursor, Ledgers, MessageId, position_text
 from jobs.cli import main
 from jobs.platform.tables import ensure_tables, table_path
 from schemas.tables import TABLES
+from tests.jobs.warehouse import demo_warehouse
 
 pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
 
@@ -256,3 +259,31 @@ def test_as_of_reads_the_earlier_state(capsys, spark, warehouse):
     code, out, err = run(capsys, "stats", "--warehouse", str(warehouse), "--as-of", "99")
     assert (code, out) == (2, None)
     assert "cannot read table cursors as of '99'" in err
+
+
+@pytest.mark.slow  # two processes of their own
+def test_stats_in_processes_of_their_own_print_what_the_session_prints(
+    spark: SparkSession,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path: Path,
+) -> None:
+    """``stats`` and ``internal-stats`` as users run them: each a cold process, with the
+    interpreted expressions such a command gets (``jobs.cli.INTERPRETED_COMMANDS``). The
+    conformance scenarios run their commands in the test session
+    (``tests/conformance/in_session.py``); this keeps the two read commands' own process tested,
+    on the session's generated demo warehouse."""
+    demo = demo_warehouse(spark, tmp_path_factory.getbasetemp())
+    for command in ("stats", "internal-stats"):
+        done = subprocess.run(
+            [sys.executable, "-m", "jobs.cli", command, "--warehouse", str(demo)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        code, out, _ = run(capsys, command, "--warehouse", str(demo))
+        assert code == 0
+        assert json.loads(done.stdout) == out, command
+        assert out, command  # the demo has topics: an empty answer would prove nothing
