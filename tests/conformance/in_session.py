@@ -22,6 +22,7 @@ import json
 import socket
 import socketserver
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,7 +44,7 @@ class _Handler(socketserver.StreamRequestHandler):
 
         request = _read_message(self.rfile)
         out, err = io.StringIO(), io.StringIO()
-        with self.server.lock, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):  # type: ignore[attr-defined]
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 code = main(request["argv"])
             except SystemExit as exc:
@@ -55,24 +56,24 @@ class _Handler(socketserver.StreamRequestHandler):
         self.wfile.write(json.dumps(reply).encode() + b"\n")
 
 
-class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-
-
 @contextlib.contextmanager
-def command_server(path: Path) -> Iterator[list[str]]:
-    """Serve commands on ``path`` while the block runs; yields the command line that runs
-    ``ackstate`` through it."""
-    server = _Server(str(path), _Handler)
-    server.lock = threading.Lock()  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, name="ackstate-in-session", daemon=True)
-    thread.start()
-    try:
-        yield [sys.executable, str(CLIENT), str(path)]
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+def command_server() -> Iterator[list[str]]:
+    """Serve commands while the block runs, one at a time (each redirects this process's
+    standard output); yields the command line that runs ``ackstate`` through the server.
+
+    The socket lives in a directory of its own under the system's temporary directory: a Unix
+    socket's path has room for about 100 bytes, which pytest's base directories can exceed."""
+    with tempfile.TemporaryDirectory(prefix="ackstate-") as directory:
+        path = Path(directory) / "cli.sock"
+        server = socketserver.UnixStreamServer(str(path), _Handler)
+        thread = threading.Thread(target=server.serve_forever, name="ackstate-in-session", daemon=True)
+        thread.start()
+        try:
+            yield [sys.executable, str(CLIENT), str(path)]
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=10)
 
 
 def _client(path: str, argv: list[str]) -> int:

@@ -15,7 +15,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,11 +115,7 @@ def cli_run(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> It
     # session read each table's log in 50 tasks, one after another (83 s of reads, 29 s with 2)
     jars = ",".join(str(j) for j in find_delta_jars(load_config()).jars)
     settings = [f"{key}={value}" for key, value in {"spark.jars": jars, **TEST_SPARK_CONF}.items()]
-    # a Unix socket's path has room for about 100 bytes: not under pytest's base directory
-    with (
-        tempfile.TemporaryDirectory(prefix="ackstate-") as sockets,
-        command_server(Path(sockets) / "cli.sock") as ackstate,
-    ):
+    with command_server() as ackstate:
         result = subprocess.run(
             [
                 sys.executable,

@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import subprocess
-import tempfile
-from pathlib import Path
 
 from tests.conformance.in_session import command_server
 
 
 def test_a_commands_output_and_status_reach_the_caller() -> None:
-    with (
-        tempfile.TemporaryDirectory(prefix="ackstate-") as sockets,
-        command_server(Path(sockets) / "cli.sock") as ackstate,
-    ):
+    with command_server() as ackstate:
         usage = subprocess.run([*ackstate, "--help"], capture_output=True, text=True, timeout=60)
         wrong = subprocess.run(
             [*ackstate, "stats", "--no-such-option"], capture_output=True, text=True, timeout=60
