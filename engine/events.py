@@ -179,6 +179,40 @@ class EventBatch:
             sends=self.sends.take(order) if self.sends is not None else None,
         )
 
+    def slice(self, lo: int, hi: int) -> EventBatch:
+        """Events ``lo`` to ``hi - 1`` as a batch of their own: views of these arrays, the message
+        and ack-set offsets rebased, and subscription codes renumbered in the order the slice
+        first names them (``first_appearance``), as converting those events alone numbers them.
+
+        The apply UDF converts a bucket of topic partitions at once and hands the engine each
+        partition's slice; the renumbering keeps the order in which the engine meets a
+        partition's subscriptions, and so the order of its output, what it was."""
+        m_lo, m_hi = int(self.msg_offsets[lo]), int(self.msg_offsets[hi])
+        a_lo, a_hi = int(self.ackset_offsets[m_lo]), int(self.ackset_offsets[m_hi])
+        sub_code, sub_names = first_appearance(self.sub_code[lo:hi], self.sub_names)
+        return EventBatch(
+            seq=self.seq[lo:hi],
+            event_time=self.event_time[lo:hi],
+            type=self.type[lo:hi],
+            sub_code=sub_code,
+            sub_names=sub_names,
+            ack_type=self.ack_type[lo:hi],
+            ledger_id=self.ledger_id[lo:hi],
+            entry_id=self.entry_id[lo:hi],
+            batch_size=self.batch_size[lo:hi],
+            sub_type=self.sub_type[lo:hi],
+            initial_position=self.initial_position[lo:hi],
+            msg_offsets=self.msg_offsets[lo : hi + 1] - m_lo,
+            msg_ledger=self.msg_ledger[m_lo:m_hi],
+            msg_entry=self.msg_entry[m_lo:m_hi],
+            msg_batch_size=self.msg_batch_size[m_lo:m_hi],
+            ackset_offsets=self.ackset_offsets[m_lo : m_hi + 1] - a_lo,
+            ackset_words=self.ackset_words[a_lo:a_hi],
+            row=self.row[lo:hi],
+            **{name: getattr(self, name)[lo:hi] for name, _, _ in CONSUMER_COLUMNS},
+            sends=self.sends.slice(lo, hi) if self.sends is not None else None,
+        )
+
     @classmethod
     def from_records(cls, records: Sequence[Mapping[str, Any]]) -> EventBatch:
         """Build from contract-shaped dicts (tests, tools); defaults as in CONTRACT.md."""
@@ -272,6 +306,21 @@ def gather_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return (np.arange(total, dtype=np.int64) + bases).astype(np.int64)
 
 
+def first_appearance(codes: np.ndarray, names: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+    """``codes`` (indices into ``names``, -1 for none) renumbered 0, 1, ... in the order they
+    first occur, and the names of the new codes: a dictionary encoding of the named values
+    alone, as Arrow's ``dictionary_encode`` of just those values gives it."""
+    present = codes >= 0
+    if not present.any():
+        return codes.astype(np.int32), []
+    used, first = np.unique(codes[present], return_index=True)
+    used = used[np.argsort(first)]
+    local = np.full(int(used.max()) + 1, -1, dtype=np.int32)
+    local[used] = np.arange(used.size, dtype=np.int32)
+    renumbered = np.where(present, local[np.where(present, codes, 0)], -1).astype(np.int32)
+    return renumbered, [names[c] for c in used.tolist()]
+
+
 @dataclass(slots=True)
 class SendColumns:
     """The producer fields of every event of a batch (CommandSend, and PUBLISH's producer).
@@ -303,6 +352,22 @@ class SendColumns:
             chunk_id=self.chunk_id[order],
             num_chunks_from_msg=self.num_chunks_from_msg[order],
             marker=self.marker[order],
+        )
+
+    def slice(self, lo: int, hi: int) -> SendColumns:
+        """Events ``lo`` to ``hi - 1``, producer codes renumbered as ``EventBatch.slice`` says."""
+        producer_code, producer_names = first_appearance(self.producer_code[lo:hi], self.producer_names)
+        return SendColumns(
+            producer_code=producer_code,
+            producer_names=producer_names,
+            sequence_id=self.sequence_id[lo:hi],
+            highest_sequence_id=self.highest_sequence_id[lo:hi],
+            num_messages=self.num_messages[lo:hi],
+            connection_id=self.connection_id[lo:hi],
+            completed_at=self.completed_at[lo:hi],
+            chunk_id=self.chunk_id[lo:hi],
+            num_chunks_from_msg=self.num_chunks_from_msg[lo:hi],
+            marker=self.marker[lo:hi],
         )
 
     @classmethod

@@ -60,7 +60,7 @@ from schemas.udf import (
     UNSUBSCRIBED,
     UPSERT,
 )
-from udfs.columns import by_partition, column, int_column, unpacked_events
+from udfs.columns import by_partition, column, int_column, partitions_in_seq_order, unpacked_events
 from udfs.producers import emit_producer_rows, send_columns
 
 # the Arrow form of APPLY_OUTPUT, as Spark converts it (one definition of the row type), and of
@@ -212,12 +212,22 @@ class OutputRows:
         """``packed``: the rows as ``schemas.udf.PACKED_OUTPUT`` (the ingest's apply UDF), else as
         ``APPLY_OUTPUT``; the same ``add`` calls serve both."""
         self.topic, self.partition = topic, partition
+        # (topic, partition, first row) of each partition's rows (``start_partition``)
+        self._partitions: list[tuple[str, int, int]] = [(topic, partition, 0)]
         self._schema, self._fields, self._targets = _PACKED if packed else _WIDE
         self.columns: dict[str, list[list[Any] | np.ndarray | pa.Array | Repeated | int]] = {
             name: [] for name, _, _ in self._fields
         }
         self.filled: dict[str, int] = {name: 0 for name, _, _ in self._fields}  # rows each column covers
         self.size = 0
+
+    def start_partition(self, topic: str, partition: int) -> None:
+        """The rows added from now on are of ``topic``'s ``partition``: one ``OutputRows``
+        gathers a bucket of partitions (``apply_bucket``), and ``table`` converts once."""
+        if self._partitions[-1][2] == self.size:  # the one before has no rows
+            self._partitions.pop()
+        self._partitions.append((topic, partition, self.size))
+        self.topic, self.partition = topic, partition
 
     def add(
         self, kind: str, op: str, n: int, **values: Iterable[Any] | np.ndarray | pa.Array | Repeated
@@ -254,11 +264,12 @@ class OutputRows:
         # zeroed buffer each was most of this function's time, in the kernel
         zeros = pa.py_buffer(np.zeros((n + 1) * 8, dtype=np.uint8))
         arrays = []
+        topics, partitions = self._key_columns()
         for name, type_, fixed in self._fields:
             if name == "topic":
-                arrays.append(_arrow(Repeated(self.topic, n), type_))
+                arrays.append(_arrow(topics, type_))
             elif name == "partition":
-                arrays.append(_arrow(Repeated(self.partition, n), type_))
+                arrays.append(_arrow(partitions, type_))
             elif not self.filled[name]:  # no rows of a kind that fills it
                 arrays.append(_null_array(n, type_, zeros))
             else:
@@ -273,6 +284,17 @@ class OutputRows:
                     parts = [_arrow(chunk, type_) for chunk in merged]
                     arrays.append(pa.concat_arrays(parts))
         return pa.Table.from_arrays(arrays, schema=self._schema)
+
+
+    def _key_columns(self) -> tuple[Repeated | np.ndarray, Repeated | np.ndarray]:
+        """The topic and partition of every row: one repeat, or each partition's run of rows."""
+        if len(self._partitions) == 1:
+            return Repeated(self.topic, self.size), Repeated(self.partition, self.size)
+        firsts = [first for _, _, first in self._partitions]
+        rows = np.diff(np.asarray([*firsts, self.size], dtype=np.int64))
+        topics = np.asarray([topic for topic, _, _ in self._partitions], dtype=object)
+        partitions = np.asarray([partition for _, partition, _ in self._partitions], dtype=np.int32)
+        return np.repeat(topics, rows), np.repeat(partitions, rows)
 
 
 _SMALL = 1024
@@ -960,19 +982,30 @@ def apply_bucket(
 ) -> pa.Table:
     """Apply a bucket of topic partitions (cogroup function over ``PACKED_EVENTS`` and
     ``STATE_INPUT`` rows grouped by a hash bucket of their topic partition): each partition's
-    rows as ``apply_partition`` gives them, ``PACKED_OUTPUT``.
+    rows as ``apply_partition`` gives them, one after the other, ``PACKED_OUTPUT``.
 
     Spark charges a fixed cost per cogroup group, an Arrow stream each way per side, and so
     does each call here; a 1M-event batch of 1,250 topic partitions paid it 1,250 times
-    (``jobs.ingest.batch`` says how the buckets are made). A partition with state and no
-    events gives no rows, as a group of its own did."""
+    (``jobs.ingest.batch`` says how the buckets are made). The bucket's events are converted
+    to an ``EventBatch`` once and its output rows become one table, where each partition's
+    conversion and table were a few dozen Arrow calls whatever its size. A partition with
+    state and no events gives no rows, as a group of its own did."""
     states = by_partition(state)
     empty = state.schema.empty_table()
-    outputs = [
-        apply_one(topic, p, unpacked_events(rows), states.get((topic, p), empty), settings, packed=True)
-        for (topic, p), rows in by_partition(events).items()
-    ]
-    return pa.concat_tables(outputs) if outputs else PACKED_ARROW.empty_table()
+    out = OutputRows("", 0, packed=True)
+    gathered = partitions_in_seq_order(events, unpacked_events(events))
+    if gathered is None:  # a null seq or _row: each partition sorted by Arrow, as alone
+        for (topic, p), rows in by_partition(events).items():
+            out.start_partition(topic, p)
+            apply_into(out, unpacked_events(rows), states.get((topic, p), empty), settings)
+    else:  # converted once, each partition's events a slice (``partitions_in_seq_order``)
+        ordered, runs = gathered
+        batch = events_to_batch(ordered)
+        for topic, p, lo, hi in runs:
+            out.start_partition(topic, p)
+            events_of = ordered.slice(lo, hi - lo)
+            apply_into(out, events_of, states.get((topic, p), empty), settings, batch.slice(lo, hi))
+    return out.table()
 
 
 def apply_one(
@@ -980,15 +1013,30 @@ def apply_one(
 ) -> pa.Table:
     """``apply_partition`` of one topic partition named by its values."""
     out = OutputRows(topic, partition, packed=packed)
-    current, encoded_before = state_from_arrow(topic, partition, state)
+    apply_into(out, events, state, settings)
+    return out.table()
+
+
+def apply_into(
+    out: OutputRows,
+    events: pa.Table,
+    state: pa.Table,
+    settings: EngineSettings,
+    batch: EventBatch | None = None,
+) -> None:
+    """Apply the events of the topic partition ``out`` is at to its ``state``, and add the rows
+    to ``out``; ``batch``, if given, is ``events`` already in seq order and converted."""
+    current, encoded_before = state_from_arrow(out.topic, out.partition, state)
     if events.num_rows == 0:
-        return out.table()
+        return
     last_entry_before = dict(current.ledgers)  # ledger id -> last entry id
     first_retained = requested_trim(state)
     trimmed = current.trim_ledgers(first_retained) if first_retained is not None else TrimResult()
-    events = in_seq_order(events)
+    if batch is None:
+        events = in_seq_order(events)
+        batch = events_to_batch(events)
     held_before = pending_held(current)
-    result = current.apply(events_to_batch(events), settings)
+    result = current.apply(batch, settings)
 
     out.add(
         PARTITION,
@@ -1034,4 +1082,3 @@ def apply_one(
             reason=[r.reason for r in result.rejects],
             detail=[r.detail for r in result.rejects],
         )
-    return out.table()

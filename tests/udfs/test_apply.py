@@ -52,6 +52,7 @@ from udfs.apply import (
     apply_partition,
     emit_range_changes,
     emit_subscription_changes,
+    events_to_batch,
 )
 from udfs.trim import trim_partition
 
@@ -285,11 +286,14 @@ def _cogrouped(events: pa.Table) -> pa.Table:
     return pa.table({"topic": events["topic"], "partition": events["partition"], PACKED_EVENTS: struct})
 
 
-def test_a_bucket_of_partitions_gives_the_rows_each_partition_gives_alone():
+@pytest.mark.parametrize("shuffled", [False, True], ids=["in seq order", "rows out of seq order"])
+def test_a_bucket_of_partitions_gives_the_rows_each_partition_gives_alone(shuffled: bool):
     """``apply_bucket`` over several topic partitions' events interleaved (a partitioned topic
-    and one without partitions), and their state rows in
-    no order, gives the rows of one ``apply_partition`` call per partition; a partition with
-    state and no events in the batch gives none, as its own group did."""
+    and one without partitions; subscription and producer names shared between them), and
+    their state rows in no order, gives the rows of one ``apply_partition`` call per
+    partition, each partition's in the same order; a partition with state and no events in
+    the batch gives none, as its own group did. Shuffled, each partition's rows reach the UDF
+    out of seq order, which both put in order."""
     records = [
         r
         for r in iter_events(events=4000, topics=2, partitions=2, subscriptions_per_topic=3, seed=8)
@@ -304,9 +308,18 @@ def test_a_bucket_of_partitions_gives_the_rows_each_partition_gives_alone():
         mine = [r for r in first if (r["topic"], r["partition"]) == key]
         scalars = (pa.scalar(key[0]), pa.scalar(key[1], pa.int32()))
         tables[key].write(_applied(scalars, _event_table(mine, 0), tables[key].state(), settings).to_pylist())
+    # the partitions' state rows interleaved at random, each partition's in its own order (the
+    # order the state rows come in is the order of the cursors' rows; Spark gives no order)
     states = pa.concat_tables([tables[key].state() for key in keys])
-    states = states.take(pa.array(np.random.default_rng(2).permutation(states.num_rows)))
+    owner = np.repeat(np.arange(len(keys)), [tables[key].state().num_rows for key in keys])
+    mixed = np.random.default_rng(2).permutation(owner)  # whose row each place holds
+    take = np.empty(owner.size, dtype=np.int64)
+    for k in range(len(keys)):
+        take[mixed == k] = np.flatnonzero(owner == k)
+    states = states.take(pa.array(take))
     events = _event_table(second, 2000)
+    if shuffled:
+        events = events.take(pa.array(np.random.default_rng(3).permutation(events.num_rows)))
 
     expected = []
     for key in keys[:-1]:
@@ -319,6 +332,14 @@ def test_a_bucket_of_partitions_gives_the_rows_each_partition_gives_alone():
     rows = pa.concat_tables(expected).to_pylist()
     assert sorted(map(repr, got.to_pylist())) == sorted(map(repr, rows))
     assert {(r["topic"], r["partition"]) for r in rows} == set(keys[:-1])
+
+    def in_order(table_rows: list[dict]) -> dict[tuple[str, int], list[str]]:
+        by_key: dict[tuple[str, int], list[str]] = {}
+        for r in table_rows:
+            by_key.setdefault((r["topic"], r["partition"]), []).append(repr(r))
+        return by_key
+
+    assert in_order(got.to_pylist()) == in_order(rows)
     assert apply_bucket((pa.scalar(7),), _cogrouped(events.slice(0, 0)), states, settings).num_rows == 0
 
 
@@ -739,3 +760,35 @@ def test_range_changes_as_rows_are_the_range_changes_as_columns(first, then, bef
         emit_range_changes(out, "s", before, after, rows_up_to=rows_up_to)
         tables.append(out.table())
     assert tables[0].equals(tables[1])
+
+
+def test_a_slice_of_a_converted_bucket_is_the_conversion_of_its_rows():
+    """``EventBatch.slice`` of a bucket's conversion holds what ``events_to_batch`` of just those
+    rows holds, field by field: the same arrays, message ids and ack-set words, and the
+    subscription and producer codes numbered as that slice alone numbers them, so the engine
+    meets a partition's subscriptions in the same order (``apply_bucket``)."""
+    records = [
+        r
+        for r in iter_events(events=3000, topics=2, partitions=2, subscriptions_per_topic=3, seed=5)
+        if MALFORMED_KEY not in r
+    ]
+    table = _event_table(records, 0).select(list(PACKED_EVENT_COLUMNS))
+    whole = events_to_batch(table)
+    assert whole.msg_ledger.size > table.num_rows // 4 and whole.ackset_words.size > 0
+    assert whole.sends is not None and len(whole.sends.producer_names) > 1
+    rng = np.random.default_rng(4)
+    cuts = [(0, 0), (0, table.num_rows)]
+    cuts += [tuple(sorted(rng.integers(0, table.num_rows, 2).tolist())) for _ in range(20)]
+    for lo, hi in cuts:
+        alone, sliced = events_to_batch(table.slice(lo, hi - lo)), whole.slice(lo, hi)
+        for name in EventBatch.__slots__:
+            a, b = getattr(alone, name), getattr(sliced, name)
+            if name == "sends":
+                for field in type(a).__slots__:
+                    x, y = getattr(a, field), getattr(b, field)
+                    assert x == y if isinstance(x, list) else np.array_equal(x, y), (lo, hi, field)
+                    assert isinstance(x, list) or x.dtype == y.dtype, (lo, hi, field)
+            elif isinstance(a, list):
+                assert a == b, (lo, hi, name)
+            else:
+                assert a.dtype == b.dtype and np.array_equal(a, b), (lo, hi, name)
