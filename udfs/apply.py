@@ -211,7 +211,6 @@ class OutputRows:
     def __init__(self, topic: str, partition: int, *, packed: bool = False) -> None:
         """``packed``: the rows as ``schemas.udf.PACKED_OUTPUT`` (the ingest's apply UDF), else as
         ``APPLY_OUTPUT``; the same ``add`` calls serve both."""
-        self.topic, self.partition = topic, partition
         # (topic, partition, first row) of each partition's rows (``start_partition``)
         self._partitions: list[tuple[str, int, int]] = [(topic, partition, 0)]
         self._schema, self._fields, self._targets = _PACKED if packed else _WIDE
@@ -227,7 +226,16 @@ class OutputRows:
         if self._partitions[-1][2] == self.size:  # the one before has no rows
             self._partitions.pop()
         self._partitions.append((topic, partition, self.size))
-        self.topic, self.partition = topic, partition
+
+    @property
+    def topic(self) -> str:
+        """The topic of the rows added now."""
+        return self._partitions[-1][0]
+
+    @property
+    def partition(self) -> int:
+        """The partition of the rows added now."""
+        return self._partitions[-1][1]
 
     def add(
         self, kind: str, op: str, n: int, **values: Iterable[Any] | np.ndarray | pa.Array | Repeated
@@ -284,7 +292,6 @@ class OutputRows:
                     parts = [_arrow(chunk, type_) for chunk in merged]
                     arrays.append(pa.concat_arrays(parts))
         return pa.Table.from_arrays(arrays, schema=self._schema)
-
 
     def _key_columns(self) -> tuple[Repeated | np.ndarray, Repeated | np.ndarray]:
         """The topic and partition of every row: one repeat, or each partition's run of rows."""
@@ -993,18 +1000,12 @@ def apply_bucket(
     states = by_partition(state)
     empty = state.schema.empty_table()
     out = OutputRows("", 0, packed=True)
-    gathered = partitions_in_seq_order(events, unpacked_events(events))
-    if gathered is None:  # a null seq or _row: each partition sorted by Arrow, as alone
-        for (topic, p), rows in by_partition(events).items():
-            out.start_partition(topic, p)
-            apply_into(out, unpacked_events(rows), states.get((topic, p), empty), settings)
-    else:  # converted once, each partition's events a slice (``partitions_in_seq_order``)
-        ordered, runs = gathered
-        batch = events_to_batch(ordered)
-        for topic, p, lo, hi in runs:
-            out.start_partition(topic, p)
-            events_of = ordered.slice(lo, hi - lo)
-            apply_into(out, events_of, states.get((topic, p), empty), settings, batch.slice(lo, hi))
+    ordered, runs = partitions_in_seq_order(events, unpacked_events(events))
+    batch = events_to_batch(ordered)  # once; each partition's events a slice of it
+    for topic, p, lo, hi in runs:
+        out.start_partition(topic, p)
+        events_of = ordered.slice(lo, hi - lo)
+        apply_into(out, events_of, states.get((topic, p), empty), settings, batch.slice(lo, hi))
     return out.table()
 
 

@@ -16,7 +16,7 @@ from jobs.bench.generate import MALFORMED_KEY, iter_events
 from schemas.events import EVENT_ARROW_SCHEMA
 from schemas.udf import APPLY_EVENT_COLUMNS, PACKED_EVENTS
 from udfs.apply import in_seq_order
-from udfs.columns import by_partition, int_column, unpacked_events
+from udfs.columns import by_partition, int_column, partitions_in_seq_order, unpacked_events
 
 _TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.bool_()]
 _TARGETS = [np.int8, np.int32, np.int64, np.bool_]
@@ -81,6 +81,34 @@ def test_seq_order_is_arrows_sort(seqs, shuffle, chunks, seed):
     assert got.to_pydict() == expected.to_pydict()
     if not shuffle:
         assert got is table
+
+
+def test_partitions_in_seq_order_gathers_what_in_seq_order_makes_of_each_partition():
+    """Each topic partition's rows as ``in_seq_order`` orders ``by_partition``'s slice of it,
+    nulls (a seq, a ``_row``) and ties included, and the partitions in ``by_partition``'s order."""
+    rng = np.random.default_rng(6)
+    n = 400
+    seq = rng.integers(0, 40, n).tolist()
+    row = rng.permutation(n).tolist()
+    for i in rng.choice(n, 30, replace=False).tolist():
+        seq[i] = None
+    for i in rng.choice(n, 10, replace=False).tolist():
+        row[i] = None
+    table = pa.table(
+        {
+            "topic": pa.array(rng.choice(["t-b", "t-a", "t-c"], n).tolist()),
+            "partition": pa.array(rng.integers(-1, 3, n).tolist(), pa.int32()),
+            "seq": pa.array(seq, pa.int64()),
+            "_row": pa.array(row, pa.int64()),
+            "i": pa.array(range(n), pa.int64()),
+        }
+    )
+    ordered, runs = partitions_in_seq_order(table, table)
+    expected = by_partition(table)
+    assert [(topic, p) for topic, p, _, _ in runs] == list(expected)
+    for topic, p, lo, hi in runs:
+        assert ordered.slice(lo, hi - lo).to_pydict() == in_seq_order(expected[(topic, p)]).to_pydict()
+    assert partitions_in_seq_order(table.slice(0, 0), table.slice(0, 0))[1] == []
 
 
 def test_seq_order_with_a_null_seq_is_arrows_sort():
