@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobs.compact.compaction import CompactOptions
+from jobs.ingest.arrow_batches import apply_settings, event_row_bytes, state_row_bytes
 from jobs.ingest.counts import (
     KindCounts,
     OutputCounts,
@@ -341,6 +342,7 @@ class BatchWriter:
         )
 
         checkpoints: list[DataFrame] = []  # this batch's own, freed at its end (``release``)
+        longest_record = 0  # octets of the longest valid record, where a job counts them
         try:
             if self._single_partition:
                 # the rows themselves, in one job, in the driver and in the plan: every later
@@ -358,6 +360,7 @@ class BatchWriter:
                 checkpoints.append(classified)
                 summary = classified_summary(classified)
                 touched, rejections, marked = summary.touched, summary.rejections, classified
+                longest_record = summary.longest_record
                 if summary.repeated_hashes:  # a duplicate event id, or a hash collision
                     duplicates = duplicate_keys(classified).localCheckpoint(eager=True)
                     checkpoints.append(duplicates)
@@ -409,8 +412,10 @@ class BatchWriter:
             if self._single_partition:  # in the plan, with its size known (SINGLE_PARTITION)
                 out, rows = local_copy_and_rows(spark, out, APPLY_OUTPUT)
                 out, counts = out.coalesce(1), counts_of_rows(rows)
-            else:
-                out = out.localCheckpoint(eager=True)
+            else:  # Arrow batches of rows bounded by size, with no check of each row's size
+                longest_row = max(event_row_bytes(longest_record), state_row_bytes(base))
+                with session_settings([spark], apply_settings(spark, longest_row)):
+                    out = out.localCheckpoint(eager=True)
                 checkpoints.append(out)
                 counts = None
             self._phases.done("apply")

@@ -93,27 +93,35 @@ class ClassifiedSummary:
     marked rows' own. Otherwise a duplicate (or, rarely, a collision) may move valid rows to
     ``duplicate_event_id`` and empty a topic partition: the caller marks them and summarises
     again (``input_summary``)."""
+    longest_record: int
+    """The octets of the longest valid record (0: none), which bound the apply's Arrow batches
+    (``jobs.ingest.arrow_batches``)."""
 
 
 def classified_summary(classified: DataFrame) -> ClassifiedSummary:
     """``ClassifiedSummary`` of ``jobs.ingest.validate.classify``'s rows in one Spark job.
 
     Two grouping sets over one read of the rows: the topic partitions and reasons, and the
-    valid rows' event-id hashes (only those counted more than once come back). It replaces the
+    valid rows' event-id hashes (only those counted more than once come back); the first also
+    takes the longest valid record. It replaces the
     duplicate-id aggregate and the summary job of a batch without duplicates: 1.2 s instead of
     1.8 s for 1M records (median of five alternated pairs, README "Benchmarks"); a count per
     long needs neither the sort that ``duplicate_keys``'s minimum of a struct does nor the
     strings in the shuffle."""
     from pyspark.sql import functions as F
 
-    from jobs.ingest.validate import REASON_COLUMN, event_id_hash
+    from jobs.ingest.validate import RAW_COLUMN, REASON_COLUMN, event_id_hash
 
     valid = F.col(REASON_COLUMN).isNull()
-    keyed = classified.select(F.when(valid, event_id_hash()).alias("hash"), *_summary_keys())
+    keyed = classified.select(
+        F.when(valid, event_id_hash()).alias("hash"),
+        *_summary_keys(),
+        F.when(valid, F.octet_length(RAW_COLUMN)).alias("octets"),
+    )
     keys = ["topic", "partition", "reason"]
     rows = (
         keyed.groupingSets([["hash"], keys], "hash", *keys)
-        .agg(F.count(F.lit(1)).alias("count"), F.grouping_id().alias("set"))
+        .agg(F.count(F.lit(1)).alias("count"), F.max("octets").alias("octets"), F.grouping_id().alias("set"))
         .where(
             ((F.col("set") == _BY_HASH) & F.col("hash").isNotNull() & (F.col("count") > 1))
             | (F.col("set") == _BY_PARTITION)
@@ -122,7 +130,9 @@ def classified_summary(classified: DataFrame) -> ClassifiedSummary:
     )
     summary = [r for r in rows if r["set"] == _BY_PARTITION]
     touched, reasons = _touched_and_reasons(summary)
-    return ClassifiedSummary(touched, reasons, repeated_hashes=len(rows) - len(summary))
+    longest = max((r["octets"] for r in summary if r["octets"] is not None), default=0)
+    repeated = len(rows) - len(summary)
+    return ClassifiedSummary(touched, reasons, repeated_hashes=repeated, longest_record=longest)
 
 
 # ``grouping_id`` of classified_summary's two sets over (hash, topic, partition, reason), the

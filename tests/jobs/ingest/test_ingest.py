@@ -238,12 +238,23 @@ def _files_per_rewrite(warehouse: Path) -> list[int]:
     return added
 
 
-def test_large_batches_write_what_small_batches_write(spark, workload, clean_run, tmp_path, caplog):
+def test_large_batches_write_what_small_batches_write(
+    spark, workload, clean_run, tmp_path, caplog, monkeypatch
+):
     """The clean run's batches (400 records) are small: they run interpreted (``[ingest]
     interpreted_rows``) and in one partition (``single_partition_rows``: each table's rewrite
     writes one file). The same files run as large batches (both 0: generated code, spread
-    over the shuffle partitions) give every table the same rows."""
+    over the shuffle partitions) give every table the same rows.
+
+    The large batches' apply sends Arrow batches with Spark's row-by-row size check off and at
+    most as many rows as fit the session's byte limit (``jobs.ingest.arrow_batches``); here a
+    limit of 64 KiB, so that a batch holds a few rows and a group many batches. The session has
+    its own settings back after each apply."""
     import logging
+    from contextlib import contextmanager
+
+    from jobs.ingest import batch as batch_module
+    from jobs.ingest.arrow_batches import MAX_BYTES, MAX_RECORDS, UNCHECKED_BYTES, event_row_bytes
 
     base, expected = clean_run
     small = _options(base / "source", base / "warehouse")
@@ -253,10 +264,32 @@ def test_large_batches_write_what_small_batches_write(spark, workload, clean_run
         interpreted_rows=0,
         single_partition_rows=0,
     )
-    with caplog.at_level(logging.DEBUG, logger="ackstate.ingest"):
-        _run(spark, options)
+    applies: list[tuple[str, str, str]] = []  # (records, bytes) inside, bytes after
+    real_settings = batch_module.session_settings
+
+    @contextmanager
+    def observed(sessions, settings):
+        with real_settings(sessions, settings):
+            inside = (sessions[0].conf.get(MAX_RECORDS), sessions[0].conf.get(MAX_BYTES))
+            yield
+        if MAX_BYTES in settings:
+            applies.append((*inside, sessions[0].conf.get(MAX_BYTES)))
+
+    monkeypatch.setattr(batch_module, "session_settings", observed)
+    limit = 64 * 1024
+    spark.conf.set(MAX_BYTES, str(limit))  # the query's session is a copy of this one
+    try:
+        with caplog.at_level(logging.DEBUG, logger="ackstate.ingest"):
+            _run(spark, options)
+    finally:
+        spark.conf.unset(MAX_BYTES)
     assert not any("interpreted" in m or "one partition" in m for m in caplog.messages), caplog.messages
     assert_same_tables(snapshot(spark, tmp_path / "warehouse"), expected)
+    longest = max(len(r[RAW_KEY] if RAW_KEY in r else json.dumps(r)) for r in workload)
+    assert len(applies) == FILES, applies
+    for records, checked, after in applies:
+        assert checked == str(UNCHECKED_BYTES) and after == str(limit)
+        assert 1 <= int(records) <= limit // event_row_bytes(0) and int(records) <= limit // longest
     in_one = _files_per_rewrite(base / "warehouse")
     spread = _files_per_rewrite(tmp_path / "warehouse")
     assert in_one and max(in_one) == 1, in_one
