@@ -48,9 +48,9 @@ def test_local_frame_holds_its_rows_in_the_plan_and_is_read_without_a_job(spark:
     tracker = spark.sparkContext.statusTracker()
     frame = local_frame(spark, [("a", 1), ("b", 2)], "topic string, partition int")
     assert frame._jdf.queryExecution().analyzed().getClass().getSimpleName() == "LocalRelation"
-    before = len(tracker.getJobIdsForGroup(None))
+    before = set(tracker.getJobIdsForGroup(None))  # ids: the tracker keeps only the last 1,000
     assert [tuple(r) for r in frame.collect()] == [("a", 1), ("b", 2)]
-    assert len(tracker.getJobIdsForGroup(None)) == before  # a Python RDD would run a job here
+    assert set(tracker.getJobIdsForGroup(None)) <= before  # a Python RDD would run a job here
     assert frame.schema.simpleString() == "struct<topic:string,partition:int>"
 
     # broadcast into a join: scanned in the JVM (a Python RDD's scan starts Python workers)
