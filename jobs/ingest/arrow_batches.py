@@ -17,7 +17,6 @@ check would have.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
@@ -38,8 +37,6 @@ validity bits of some 30 fields (a few hundred bytes), with room to spare."""
 STATE_COLUMN_FIXED_BYTES: Final = 16
 """A state column's cost beside its text or bytes: its value or offset, and its validity bit."""
 
-_BYTE_UNITS: Final = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40, "p": 2**50}
-
 
 def event_row_bytes(longest_record: int) -> int:
     """An upper bound on the Arrow bytes of a batch's event row, from the octets of its longest
@@ -59,20 +56,9 @@ def state_row_bytes(state: DataFrame) -> int:
         for f in state.schema.fields
         if isinstance(f.dataType, T.StringType | T.BinaryType)
     ]
-    fixed = STATE_COLUMN_FIXED_BYTES * len(state.schema.fields)
-    row = F.lit(fixed)
-    for column in sized:
-        row = row + column
+    row = sum(sized, F.lit(STATE_COLUMN_FIXED_BYTES * len(state.schema.fields)))
     longest = state.agg(F.max(row.cast("long")).alias("longest")).first()
     return 0 if longest is None or longest["longest"] is None else int(longest["longest"])
-
-
-def byte_string_bytes(text: str) -> int:
-    """Bytes of a Spark byte-size setting (``64MB``, ``67108864b``, ``1g``; bare digits are bytes)."""
-    match = re.fullmatch(r"\s*(\d+)\s*([kmgtp]?)b?\s*", text.lower())
-    if match is None:
-        raise ValueError(f"{MAX_BYTES}={text!r} is not a byte size (such as 64m or 67108864b)")
-    return int(match.group(1)) * _BYTE_UNITS[match.group(2)]
 
 
 def batch_settings(longest_row: int, max_records: int, max_bytes: int) -> dict[str, str]:
@@ -88,7 +74,7 @@ def batch_settings(longest_row: int, max_records: int, max_bytes: int) -> dict[s
 
 
 def apply_settings(spark: SparkSession, longest_row: int) -> dict[str, str]:
-    """``batch_settings`` under ``spark``'s own Arrow batch settings."""
-    records = int(spark.conf.get(MAX_RECORDS) or 0)
-    limit = byte_string_bytes(spark.conf.get(MAX_BYTES) or str(UNCHECKED_BYTES))
-    return batch_settings(longest_row, records, limit)
+    """``batch_settings`` under ``spark``'s own Arrow batch settings, as its ``SQLConf`` reads
+    them (Spark's own parsing of a byte size such as ``64m``)."""
+    conf = spark._jsparkSession.sessionState().conf()  # type: ignore[attr-defined]
+    return batch_settings(longest_row, int(conf.arrowMaxRecordsPerBatch()), int(conf.arrowMaxBytesPerBatch()))

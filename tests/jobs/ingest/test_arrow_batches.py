@@ -13,8 +13,8 @@ from jobs.ingest.arrow_batches import (
     MAX_BYTES,
     MAX_RECORDS,
     UNCHECKED_BYTES,
+    apply_settings,
     batch_settings,
-    byte_string_bytes,
     event_row_bytes,
     state_row_bytes,
 )
@@ -46,25 +46,16 @@ def test_a_session_that_checks_no_byte_limit_keeps_its_settings() -> None:
     assert batch_settings(MIB, 10_000, UNCHECKED_BYTES) == {}
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("67108864b", 64 * MIB),
-        ("64m", 64 * MIB),
-        ("64MB", 64 * MIB),
-        ("1g", 2**30),
-        ("4096", 4096),
-        ("8k", 8192),
-    ],
-)
-def test_byte_sizes_read_as_spark_writes_them(text: str, expected: int) -> None:
-    assert byte_string_bytes(text) == expected
-
-
-@pytest.mark.parametrize("text", ["", "64x", "-1", "1.5g", "m"])
-def test_a_setting_that_is_no_byte_size_is_refused(text: str) -> None:
-    with pytest.raises(ValueError, match="not a byte size"):
-        byte_string_bytes(text)
+@pytest.mark.spark
+@pytest.mark.parametrize(("setting", "records"), [("1m", "512"), ("2mb", "1024"), ("4194304", "2048")])
+def test_the_sessions_byte_limit_is_read_as_spark_reads_it(spark: Any, setting: str, records: str) -> None:
+    """Spark's own parsing of the setting (``SQLConf``), whichever of its forms the user wrote."""
+    spark.conf.set(MAX_BYTES, setting)
+    try:
+        assert apply_settings(spark, 2048) == {MAX_BYTES: str(UNCHECKED_BYTES), MAX_RECORDS: records}
+    finally:
+        spark.conf.unset(MAX_BYTES)
+    assert apply_settings(spark, 2048)[MAX_RECORDS] == "10000"  # 64 MiB and 10,000 rows: Spark's
 
 
 def _arrow_row_bytes(frame: Any) -> list[int]:
