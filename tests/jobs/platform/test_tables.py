@@ -1,8 +1,10 @@
-"""``holds_no_rows``: a table known empty at a version without a Spark job, and only then;
-``release``: a checkpoint's blocks freed, and nothing else."""
+"""``ensure_tables``: every table made once, side by side; ``holds_no_rows``: a table known
+empty at a version without a Spark job, and only then; ``release``: a checkpoint's blocks
+freed, and nothing else."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -99,6 +101,35 @@ def test_tables_are_checkpointed_every_hundred_commits(spark: SparkSession, tmp_
         append_rows(spark, warehouse, "ledger_trims", [ROW])
     assert latest_version(spark, warehouse, "ledger_trims") == 10
     assert not list(log_dir.glob("*.checkpoint*.parquet"))  # Delta's default would write one here
+
+
+def test_tables_made_side_by_side_are_each_made_once_with_their_schema_and_clustering(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Four at a time (``TABLE_THREADS``): each table's first commit holds its own schema and
+    clustering, the names come back in ``TABLES`` order, and a warehouse that lacks some tables
+    gets only those."""
+    import shutil
+
+    from schemas.tables import TABLE_CLUSTERING, TABLES
+
+    warehouse = str(tmp_path / "wh")
+    assert ensure_tables(spark, warehouse) == list(TABLES)
+    for name, schema in TABLES.items():
+        actions = commit_actions(warehouse, name)
+        assert len(actions) == 1, name  # one commit: created once
+        metadata = next(a["metaData"] for a in actions[0] if "metaData" in a)
+        assert [f["name"] for f in json.loads(metadata["schemaString"])["fields"]] == schema.names, name
+        domains = [a["domainMetadata"] for a in actions[0] if "domainMetadata" in a]
+        clustering = next(
+            json.loads(d["configuration"]) for d in domains if d["domain"] == "delta.clustering"
+        )
+        assert [column[0] for column in clustering["clusteringColumns"]] == list(TABLE_CLUSTERING[name])
+    gone = ["pending_acks", "cursors"]
+    for name in gone:
+        shutil.rmtree(table_path(warehouse, name))
+    assert ensure_tables(spark, warehouse) == [name for name in TABLES if name in gone]
+    assert ensure_tables(spark, warehouse) == []
 
 
 def _checkpointed_rdd(frame: DataFrame) -> int:
