@@ -49,7 +49,8 @@ TABLE_THREADS = 4
 read driven from the driver, one call at a time per table: in a warm JVM the 14 tables of a
 new warehouse took 1.39 s one after the other and 0.93 s four at a time, and checking those of
 an existing one 0.28 s against 0.20 s (medians of six, alternated, 2026-12-04). A new
-warehouse is every demo's and most tests' start; every command checks the tables."""
+warehouse is every demo's and most tests' start; every ingest, compaction and bootstrap checks
+the tables."""
 
 
 def ensure_tables(
@@ -65,7 +66,7 @@ def ensure_tables(
     a caller that needs one names it, and several go ``TABLE_THREADS`` at a time.
     """
     wanted = list(TABLES if names is None else names)
-    if len(wanted) == 1:
+    if len(wanted) == 1:  # a caller that names one table: no thread, no py4j connection of its own
         made = [_ensure_table(spark, warehouse, wanted[0])]
     else:
         with ThreadPoolExecutor(max_workers=TABLE_THREADS, thread_name_prefix="ackstate-tables") as pool:

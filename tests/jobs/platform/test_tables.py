@@ -5,12 +5,14 @@ freed, and nothing else."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.platform.tables import ensure_tables, holds_no_rows, latest_version, release, table_path
+from schemas.tables import TABLE_CLUSTERING, TABLES
 from tests.jobs.warehouse import append_rows, cached_rdds, cached_rdds_when, commit_actions
 
 pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
@@ -109,10 +111,6 @@ def test_tables_made_side_by_side_are_each_made_once_with_their_schema_and_clust
     """Four at a time (``TABLE_THREADS``): each table's first commit holds its own schema and
     clustering, the names come back in ``TABLES`` order, and a warehouse that lacks some tables
     gets only those."""
-    import shutil
-
-    from schemas.tables import TABLE_CLUSTERING, TABLES
-
     warehouse = str(tmp_path / "wh")
     assert ensure_tables(spark, warehouse) == list(TABLES)
     for name, schema in TABLES.items():
