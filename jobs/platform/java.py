@@ -110,6 +110,61 @@ def jvm_class(jvm: Any, name: str) -> Any:
     return getattr(jvm, name)
 
 
+ROOT_PACKAGES = frozenset({"com", "io", "java", "javax", "org", "py4j", "scala"})
+"""The first names of the packages that PySpark, Delta and py4j reach through a JVM view
+(``jvm.org.apache...``, ``jvm.io.delta...``, ``gateway.jvm.py4j.reflection...``): what
+``cache_class_lookups`` keeps when py4j answers that such a name is a package."""
+
+
+def cache_class_lookups() -> None:
+    """Keep what py4j's JVM views and packages answer for a name, in this process: a class
+    always, a package when its name is dotted (``py4j.reflection``) or one of
+    ``ROOT_PACKAGES``.
+
+    Why: PySpark and Delta look classes up through chains such as
+    ``gateway.jvm.py4j.reflection.TypeUtil`` (py4j's ``is_instance_of``, a dozen times per
+    Java exception PySpark converts: every Java collection its streaming listener events
+    iterate ends in one) or ``jvm.io.delta.tables.DeltaTable``, and ``jvm.PythonUtils`` for
+    every column list. py4j asks the JVM for each name of such a chain anew, and each name
+    that is not a class is a failed class load tried in every jar on the driver's class path
+    (about 290) and, for a name without a dot, under each of the view's wildcard imports
+    first. A Java Flight Recorder profile of three 200-event micro-batches put 9 % of the
+    driver JVM's CPU in those failed loads (README, "Benchmarks").
+
+    What is kept cannot change: a dotted name is looked up by its full name alone, so its
+    answer does not depend on the view's imports; a class, once found, stays loaded. A name
+    without a dot that is a package now could become a class only through a later import of
+    a package holding a class of that simple name, which no Java package has for the names
+    of ``ROOT_PACKAGES``; other package answers are not kept. Idempotent."""
+    from py4j import java_gateway
+
+    view_class, package_class = java_gateway.JVMView, java_gateway.JavaPackage
+    if getattr(view_class.__getattr__, "keeps_answers", False):
+        return
+    ask_view, ask_package = view_class.__getattr__, package_class.__getattr__
+
+    def kept(owner: Any, name: str, ask: Any, keep_package: bool) -> Any:
+        answers = owner.__dict__.setdefault("_ackstate_answers", {})
+        answer = answers.get(name)
+        if answer is None:
+            answer = ask(owner, name)
+            if isinstance(answer, java_gateway.JavaClass) or (
+                keep_package and isinstance(answer, package_class)
+            ):
+                answers[name] = answer
+        return answer
+
+    def view_member(view: Any, name: str) -> Any:
+        return kept(view, name, ask_view, name in ROOT_PACKAGES)
+
+    def package_member(package: Any, name: str) -> Any:
+        return kept(package, name, ask_package, True)
+
+    view_member.keeps_answers = True  # type: ignore[attr-defined]
+    view_class.__getattr__ = view_member  # type: ignore[method-assign]
+    package_class.__getattr__ = package_member  # type: ignore[method-assign]
+
+
 def java_list(values: Any) -> list[Any]:
     """The items of a ``java.util.List``, read by index.
 

@@ -34,7 +34,13 @@ from jobs.platform.cds import driver_launch
 from jobs.platform.config import AckstateConfig, conf_dir, load_config
 from jobs.platform.errors import DeltaJarsMissingError, SparkUnavailableError
 from jobs.platform.jars import ensure_delta_jars, find_delta_jars, jars_root
-from jobs.platform.java import instantiated_session, jvm_class, require_java, running_session
+from jobs.platform.java import (
+    cache_class_lookups,
+    instantiated_session,
+    jvm_class,
+    require_java,
+    running_session,
+)
 from jobs.platform.kafka import spark_kafka_dir
 from jobs.platform.localfs import local_session_conf
 from jobs.platform.maven import cached_files
@@ -80,6 +86,7 @@ def get_spark(
         spark = _launch_local_jvm(config, app_name, master, extra, jars_dir)
     spark.sparkContext.setLogLevel("WARN")
     import_by_name(spark.sparkContext._jvm)
+    cache_class_lookups()
     return spark
 
 
