@@ -135,7 +135,9 @@ def cache_class_lookups() -> None:
     answer does not depend on the view's imports; a class, once found, stays loaded. A name
     without a dot that is a package now could become a class only through a later import of
     a package holding a class of that simple name, which no Java package has for the names
-    of ``ROOT_PACKAGES``; other package answers are not kept. Idempotent."""
+    of ``ROOT_PACKAGES``; other package answers are not kept. A jar added to the running
+    session (``addJar``) could turn a kept package answer into a class; ackstate adds none, its
+    jars are on the class path from the start. Idempotent."""
     from py4j import java_gateway
 
     view_class, package_class = java_gateway.JVMView, java_gateway.JavaPackage
