@@ -43,6 +43,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from jobs.platform.data_files import add_file, is_local, write_data_file
 from jobs.platform.java import java_list, jvm_class
 from jobs.platform.tables import counts_no_file, delta_log, empty_frame, version_checksum
 from schemas.tables import TABLES
@@ -226,11 +227,16 @@ class FileRewrite:
             target = spark.read.schema(schema).parquet(*[_absolute(path, name) for name, _ in candidates])
         else:
             target = empty_frame(spark, schema)
-        if single_partition and sum(f.size for _, f in candidates) <= SINGLE_PARTITION_BYTES:
+        in_one_task = single_partition and sum(f.size for _, f in candidates) <= SINGLE_PARTITION_BYTES
+        if in_one_task:
             target, source = target.coalesce(1), source.coalesce(1)
         rows = merged(target, source, on, clauses, schema, columns)
         planned = time.time()
-        written = _items(jvm, txn.writeFiles(rows._jdf))
+        written = None
+        if in_one_task and is_local(path):
+            written = _written_from_driver(jvm, path, rows, schema)
+        if written is None:
+            written = _items(jvm, txn.writeFiles(rows._jdf))
         wrote = time.time()
         now = int(time.time() * 1000)
         actions = [f.add.removeWithTimestamp(now, True) for _, f in candidates] + written
@@ -292,6 +298,18 @@ class FileRewrite:
             txn_versions[app_id] = version
         with self._lock:
             self._files[path] = _Files(committed, files, txn_versions)
+
+
+def _written_from_driver(jvm: Any, path: str, rows: DataFrame, schema: StructType) -> list[Any] | None:
+    """The ``AddFile``s of ``rows`` written from the driver (``jobs.platform.data_files``); None
+    when a column the table declares NOT NULL holds a null, so that Delta's ``writeFiles``
+    refuses the write with its own error, as for any other write."""
+    collected = rows.toArrow()
+    for declared in schema.fields:
+        if not declared.nullable and collected.column(declared.name).null_count:
+            return None
+    written = write_data_file(path, collected, schema)
+    return [] if written is None else [add_file(jvm, written)]
 
 
 def _file(add: Any) -> _File:
