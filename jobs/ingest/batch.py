@@ -65,7 +65,7 @@ from jobs.ingest.projections import (
     with_trim_requests,
 )
 from jobs.ingest.recovery import NOTHING_WRITTEN, STATE_TABLES, Recovery, read_tag, read_versions, recover
-from jobs.ingest.warm import PartitionKey, WarmState, state_changes, state_table
+from jobs.ingest.warm import PartitionKey, WarmState, state_changes_table, state_table
 from jobs.platform import progress
 from jobs.platform.columns import built_once, named
 from jobs.platform.delta_writer import DeltaWriter
@@ -98,6 +98,18 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 log = logging.getLogger("ackstate.ingest")
+
+BATCH_COUNTS = (
+    "input_rows",
+    "applied_rows",
+    "rejected_rows",
+    "stale_rows",
+    "duplicate_rows",
+    "partitions_touched",
+    "cursors_touched",
+    "duration_ms",
+)
+"""The figures of ``progress.BatchFigures`` that ``ingest_batches`` holds as counts."""
 
 INTERPRETED = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 """The session settings of a batch whose expressions run interpreted (``[ingest]
@@ -376,6 +388,7 @@ class BatchWriter:
             tag = read_tag(tag, versions)
             touched_keys = F.broadcast(local_frame(spark, touched, "topic string, partition int"))
             base_rows: pa.Table | None = None  # the state in the driver (one partition)
+            out_rows: pa.Table | None = None  # the apply's rows in the driver (one partition)
             if self._single_partition:
                 base_rows = self._state_rows(
                     spark, versions, touched, touched_keys, warm=not pinned, in_driver=True
@@ -410,8 +423,8 @@ class BatchWriter:
                 .select(*built_once("batch.unpacked_output", unpacked_output))
             )
             if self._single_partition:  # in the plan, with its size known (SINGLE_PARTITION)
-                out, rows = local_copy_and_rows(spark, out, APPLY_OUTPUT)
-                out, counts = out.coalesce(1), counts_of_rows(rows)
+                out, out_rows = local_copy_and_rows(spark, out, APPLY_OUTPUT)
+                out, counts = out.coalesce(1), counts_of_rows(out_rows)
             else:  # Arrow batches of rows bounded by size, with no check of each row's size
                 longest_row = max(event_row_bytes(longest_record), state_row_bytes(base))
                 with session_settings([spark], apply_settings(spark, longest_row)):
@@ -424,7 +437,16 @@ class BatchWriter:
 
                 def keep(tables: Collection[str], lineage: list[Any]) -> None:
                     self._keep_state(
-                        spark, base, base_rows, out, lineage, touched, touched_keys, versions, tables
+                        spark,
+                        base,
+                        base_rows,
+                        out,
+                        out_rows,
+                        lineage,
+                        touched,
+                        touched_keys,
+                        versions,
+                        tables,
                     )
 
             figures = self._write(
@@ -502,6 +524,7 @@ class BatchWriter:
         base: DataFrame,
         base_rows: pa.Table | None,
         out: DataFrame,
+        out_rows: pa.Table | None,
         lineage: list[Any],
         touched: list[PartitionKey],
         touched_keys: DataFrame,
@@ -510,12 +533,13 @@ class BatchWriter:
     ) -> None:
         """Keep the state this batch committed for the next (``jobs.ingest.warm``): the tables
         must be at the versions it read plus its own commits to them. A batch whose state is in
-        the driver (``base_rows``) keeps it there, with its changes collected in one job."""
+        the driver (``base_rows``) keeps it there, with its changes taken from the apply's rows
+        that are there too (``out_rows``), with no Spark job."""
         assert self.warm is not None
         expected = {t: read[t] + (1 if t in tables else 0) for t in STATE_TABLES}
         latest = {t: latest_version(spark, self.options.warehouse, t) for t in STATE_TABLES}
-        if base_rows is not None:
-            changes = state_changes(out, lineage).toArrow()
+        if base_rows is not None and out_rows is not None:
+            changes = state_changes_table(out_rows)
             self.warm.keep_table(base_rows, changes, touched, read, expected, latest)
             return
         self.warm.keep(
@@ -605,38 +629,32 @@ class BatchWriter:
             cursors_touched=kinds[CURSOR].changed if CURSOR in kinds else 0,
             duration_ms=max(1, int((time.time() - started) * 1000)),
         )
-        record = figures.as_dict()
-        counts = (
-            "input_rows",
-            "applied_rows",
-            "rejected_rows",
-            "stale_rows",
-            "duplicate_rows",
-            "partitions_touched",
-            "cursors_touched",
-            "duration_ms",
-        )
-        row = local_frame(
-            spark,
-            [(*(record[c] for c in counts), float(record["rows_per_second"]))],
-            ", ".join(f"{c} long" for c in counts) + ", rows_per_second double",
-        ).select(
-            F.lit(self.options.app_id).alias("query_id"),
-            F.lit(batch_id).cast("long").alias("batch_id"),
-            *counts,
-            "rows_per_second",
-            F.to_timestamp(F.lit(started)).alias("started_at"),
-            F.current_timestamp().alias("finished_at"),
-        )
-        self._append(spark, "ingest_batches", row, tag)
+        self._append(spark, "ingest_batches", self._batch_row(figures, started), tag)
         return figures
 
-    def _append(self, spark: SparkSession, table: str, rows: DataFrame, tag: str) -> None:
-        """Append the batch's new rows to ``table``, unless a crashed run of this batch did."""
+    def _batch_row(self, figures: progress.BatchFigures, started: float) -> pa.Table:
+        """The batch's ``ingest_batches`` row, made in the driver: it is appended from there
+        (``DeltaWriter.append``). ``started_at`` is ``started`` to the microsecond, truncated
+        as Spark casts seconds to a timestamp; ``finished_at`` is now."""
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        record = figures.as_dict()
+        values: dict[str, Any] = {"query_id": self.options.app_id, "batch_id": figures.batch_id}
+        values.update({c: record[c] for c in BATCH_COUNTS})
+        values["rows_per_second"] = float(record["rows_per_second"])
+        values["started_at"] = int(started * 1_000_000)
+        values["finished_at"] = int(time.time() * 1_000_000)
+        arrow = to_arrow_schema(TABLES["ingest_batches"])
+        return pa.table({f.name: pa.array([values[f.name]], f.type) for f in arrow}, schema=arrow)
+
+    def _append(self, spark: SparkSession, table: str, rows: DataFrame | pa.Table, tag: str) -> None:
+        """Append the batch's new rows to ``table``, unless a crashed run of this batch did. A
+        batch in one partition has few rows: they are collected and written from the driver."""
         if table in self._recovered.appended:
             log.info("batch %s: %s already holds this batch's rows; not appended again", tag, table)
             return
-        self.writer.append(spark, table, rows, tag=tag)
+        self.writer.append(spark, table, rows, tag=tag, small=self._single_partition)
 
     # ---- the table writes of a batch ---------------------------------------------------------
     def _table_writes(

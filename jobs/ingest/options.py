@@ -23,7 +23,7 @@ class IngestOptions:
     warehouse: str
     format: str = "json"
     trigger: str = "available-now"
-    processing_time: str = "5 seconds"
+    processing_time: str = "3 seconds"
     checkpoint: str | None = None
     max_files_per_trigger: int | None = None
     settings: EngineSettings = field(default_factory=EngineSettings)

@@ -31,7 +31,8 @@ Where the rows are kept follows the batch that kept them. A batch spread over th
 keeps them there (``localCheckpoint``). A batch that runs in one partition
 (``jobs.ingest.batch.SINGLE_PARTITION``) collects its state into the driver anyway, so it keeps
 them there as Arrow (``keep_table``): the next such batch takes them with no Spark job, and the
-changes that go over them come back in one small job (``state_changes``). Each form is handed
+changes that go over them are taken from the apply's rows, which are in the driver too
+(``state_changes_table``). Each form is handed
 to a batch of the other kind when the batch size changes.
 """
 
@@ -156,7 +157,7 @@ class WarmState:
         latest: Mapping[str, int],
     ) -> None:
         """``keep`` for a batch that ran in one partition, in the driver: ``base`` (Arrow) is the
-        state it started from and ``changes`` its ``state_changes``, collected. The rows are
+        state it started from and ``changes`` its ``state_changes_table``. The rows are
         kept as Arrow, so the next batch takes its state with no Spark job."""
         from py4j.protocol import Py4JJavaError
 
@@ -254,10 +255,6 @@ class _Columns:
     state_changed: Column
     is_removed_cursor: Column
     key: list[Column]
-    removed_as_state: list[Column]
-    """A removed cursor's key as a ``STATE_INPUT`` row (the other columns null)."""
-    flags: tuple[Column, Column]
-    """``REMOVED`` false, then true."""
 
 
 def _columns() -> _Columns:
@@ -268,10 +265,6 @@ def _columns() -> _Columns:
             state_changed=F.col("state_changed"),
             is_removed_cursor=(F.col("kind") == CURSOR) & (F.col("op") == DELETE),
             key=[F.col(n) for n in _KEY],
-            removed_as_state=[
-                F.col(n) if n in _KEY else F.lit(None).alias(n) for n in STATE_INPUT.fieldNames()
-            ],
-            flags=(F.lit(False).alias(REMOVED), F.lit(True).alias(REMOVED)),
         )
 
     return built_once("warm.columns", build)
@@ -295,17 +288,64 @@ def overlay(base: DataFrame, changed: DataFrame, removed: DataFrame) -> DataFram
     return kept.unionByName(changed.select(*STATE_INPUT.fieldNames()))
 
 
-def state_changes(out: DataFrame, lineage: list[Column]) -> DataFrame:
-    """``changed_state`` and ``removed_cursors`` in one frame (``REMOVED`` true on the second),
-    for a batch that collects them into the driver in one job (``keep_table``)."""
-    columns = _columns()
-    unchanged, removed = columns.flags
-    changed = changed_state(out, lineage).select("*", unchanged)
-    return changed.unionByName(removed_cursors(out).select(*columns.removed_as_state, removed))
+def state_changes_table(out: pa.Table) -> pa.Table:
+    """``changed_state`` and ``removed_cursors`` (``REMOVED`` true on the second) of the apply's
+    rows collected into the driver (``APPLY_OUTPUT`` as Arrow), with no Spark job: the same
+    rows, each column taken from ``out`` as ``state_input`` takes it from the projection of its
+    kind (a partition's state is its ``ledgers``). Spark's filters drop a row whose condition
+    is null, and so do these."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = out.column("kind")
+    partitions = out.filter(pc.equal(kind, PARTITION))
+    cursors = out.filter(pc.and_(pc.equal(kind, CURSOR), out.column("state_changed")))
+    removed = out.filter(pc.and_(pc.equal(kind, CURSOR), pc.equal(out.column("op"), DELETE)))
+    arrow = state_arrow()
+
+    def shaped(rows: pa.Table, columns: Mapping[str, str], flag: bool) -> pa.Table:
+        """``rows`` as ``STATE_INPUT`` (each column from ``columns``' source, else null) and
+        ``REMOVED`` = ``flag``."""
+        values = {
+            f.name: rows.column(columns[f.name]).cast(f.type)
+            if f.name in columns
+            else pa.nulls(rows.num_rows, f.type)
+            for f in arrow
+        }
+        values[REMOVED] = pa.array([flag] * rows.num_rows, pa.bool_())
+        return pa.table(values)
+
+    key = {n: n for n in ("topic", "partition", "kind")}
+    return pa.concat_tables(
+        [
+            shaped(
+                partitions,
+                {
+                    **key,
+                    "state": "ledgers",
+                    "last_seq": "last_seq",
+                    "last_event_time": "last_event_time",
+                    "producers_state": "producers_state",
+                },
+                False,
+            ),
+            shaped(
+                cursors,
+                {
+                    **key,
+                    "subscription": "subscription",
+                    "state": "state",
+                    "subscription_state": "subscription_state",
+                },
+                False,
+            ),
+            shaped(removed, {**key, "subscription": "subscription"}, True),
+        ]
+    )
 
 
 REMOVED = "_removed"
-"""``state_changes``' column that tells a removed cursor's key from a changed row."""
+"""``state_changes_table``'s column that tells a removed cursor's key from a changed row."""
 
 _KEY = ("topic", "partition", "kind", "subscription")
 

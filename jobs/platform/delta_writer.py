@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from jobs.platform.data_files import append_rows, is_local
 from jobs.platform.retry import DEFAULT_ATTEMPTS, retry_on_conflict
 from jobs.platform.rewrite import Clause, FileRewrite, PartitionKey
 from jobs.platform.session import session_settings
@@ -35,6 +36,7 @@ from schemas.tables import TABLE_KEYS, TABLES
 from schemas.udf import DELETE
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, Row, SparkSession
 
 _MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
@@ -199,21 +201,40 @@ class DeltaWriter:
         """A MERGE of ``source`` (alias ``s``) into ``table`` (alias ``t``) on the table's key."""
         return TableMerge(self, table, source, _key_condition(TABLE_KEYS[table]))
 
-    def append(self, spark: SparkSession, table: str, rows: DataFrame, *, tag: str) -> None:
+    def append(
+        self, spark: SparkSession, table: str, rows: DataFrame | pa.Table, *, tag: str, small: bool = False
+    ) -> None:
         """Append ``rows`` (the table's columns, in its order) with ``tag`` in the commit.
+
+        Rows already in the driver (an Arrow table), and a ``small`` frame's rows collected
+        there, go to a local table as a file written from the driver in Delta's own append
+        commit (``jobs.platform.data_files.append_rows``): no Spark job, where
+        ``DataFrameWriter`` plans one and Delta builds the statistics expressions of every
+        column. Anything that function leaves to Delta goes through ``DataFrameWriter``.
 
         Not idempotent on its own: Delta's idempotent-write check costs a job over the table's
         whole log state per append (most of a small append's time, in Delta 4.4), so the
         ingest skips an append a crashed run made by its tag instead (``jobs.ingest.recovery``).
         """
+        import pyarrow as pa
+
         began = time.time()
-        (
-            rows.select(*[f.name for f in TABLES[table].fields])
-            .write.format("delta")
-            .mode("append")
-            .option("userMetadata", tag)
-            .save(table_path(self.warehouse, table))
-        )
+        path = table_path(self.warehouse, table)
+        schema = TABLES[table]
+        collected = rows if isinstance(rows, pa.Table) else None
+        if collected is None and small and is_local(path):
+            collected = rows.select(*schema.fieldNames()).toArrow()
+        if collected is None or not append_rows(spark, path, collected, schema, tag):
+            # Arrow rows as a frame of their own types (every column nullable), so that a null
+            # in a NOT NULL column reaches Delta, which refuses it with its own error
+            frame = spark.createDataFrame(rows) if isinstance(rows, pa.Table) else rows
+            (
+                frame.select(*schema.fieldNames())
+                .write.format("delta")
+                .mode("append")
+                .option("userMetadata", tag)
+                .save(path)
+            )
         self.written(f"write {table}", began)
 
     def columns(self, table: str, available: Sequence[str]) -> list[str]:

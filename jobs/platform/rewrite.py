@@ -43,7 +43,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from jobs.platform.data_files import add_file, is_local, write_data_file
+from jobs.platform.data_files import (
+    DataFile,
+    add_file,
+    files_are_rows,
+    has_null_in_required,
+    is_local,
+    register_write_metrics,
+    scala_items,
+    scala_seq,
+    write_data_file,
+    write_operation,
+)
 from jobs.platform.java import java_list, jvm_class
 from jobs.platform.tables import counts_no_file, delta_log, empty_frame, version_checksum
 from schemas.tables import TABLES
@@ -208,7 +219,7 @@ class FileRewrite:
         began = time.time()
         jvm = spark._jvm  # type: ignore[attr-defined]
         txn = delta_log(spark, path).startTransaction()
-        if not _readable_by_files(txn):
+        if not files_are_rows(txn):
             return False
         read_version = int(txn.readVersion())
         known = self._current(txn, path, read_version)
@@ -221,7 +232,7 @@ class FileRewrite:
         txn.readWholeTable()
         wanted = sorted(set(partitions))
         candidates = [(name, f) for name, f in known.files.items() if any(f.may_hold(key) for key in wanted)]
-        txn.trackFilesRead(_seq(jvm, [f.add for _, f in candidates]))
+        txn.trackFilesRead(scala_seq(jvm, [f.add for _, f in candidates]))
         schema = TABLES[table]
         if candidates:
             target = spark.read.schema(schema).parquet(*[_absolute(path, name) for name, _ in candidates])
@@ -234,9 +245,9 @@ class FileRewrite:
         planned = time.time()
         written = None
         if in_one_task and is_local(path):
-            written = _written_from_driver(jvm, path, rows, schema)
+            written = _written_from_driver(spark, txn, path, rows, schema)
         if written is None:
-            written = _items(jvm, txn.writeFiles(rows._jdf))
+            written = scala_items(jvm, txn.writeFiles(rows._jdf))
         wrote = time.time()
         now = int(time.time() * 1000)
         actions = [f.add.removeWithTimestamp(now, True) for _, f in candidates] + written
@@ -244,7 +255,8 @@ class FileRewrite:
             at = jvm_class(jvm, "scala.Option").apply(jvm_class(jvm, "java.lang.Long").valueOf(str(now)))
             set_transaction = jvm_class(jvm, "org.apache.spark.sql.delta.actions.SetTransaction")
             actions.append(set_transaction(app_id, version, at))
-        committed = int(txn.commit(_seq(jvm, actions), _write_operation(jvm, tag, len(wanted))))
+        operation = write_operation(jvm, tag, predicate=rewrite_predicate(len(wanted)), partition_by=None)
+        committed = int(txn.commit(scala_seq(jvm, actions), operation))
         self._committed(path, known, read_version, committed, candidates, written, app_id, version)
         log.debug(
             "%s: version %d replaced %d of %d file(s) with %d: files %.2f s, write %.2f s, commit %.2f s",
@@ -300,16 +312,20 @@ class FileRewrite:
             self._files[path] = _Files(committed, files, txn_versions)
 
 
-def _written_from_driver(jvm: Any, path: str, rows: DataFrame, schema: StructType) -> list[Any] | None:
-    """The ``AddFile``s of ``rows`` written from the driver (``jobs.platform.data_files``); None
-    when a column the table declares NOT NULL holds a null, so that Delta's ``writeFiles``
-    refuses the write with its own error, as for any other write."""
+def _written_from_driver(
+    spark: SparkSession, txn: Any, path: str, rows: DataFrame, schema: StructType
+) -> list[Any] | None:
+    """The ``AddFile``s of ``rows`` written from the driver (``jobs.platform.data_files``), with
+    the metrics ``writeFiles`` would have registered in ``txn``; None when a column the table
+    declares NOT NULL holds a null, so that Delta's ``writeFiles`` refuses the write with its
+    own error, as for any other write."""
     collected = rows.toArrow()
-    for declared in schema.fields:
-        if not declared.nullable and collected.column(declared.name).null_count:
-            return None
+    if has_null_in_required(collected, schema):
+        return None
     written = write_data_file(path, collected, schema)
-    return [] if written is None else [add_file(jvm, written)]
+    files: list[DataFile] = [] if written is None else [written]
+    register_write_metrics(spark, txn, files, collected.num_rows)
+    return [add_file(spark._jvm, f) for f in files]  # type: ignore[attr-defined]
 
 
 def _file(add: Any) -> _File:
@@ -330,19 +346,8 @@ def committed_version(jvm: Any, txn: Any, app_id: str) -> int:
     if known is None or known.isEmpty():
         return int(txn.txnVersion(app_id))
     txn.readTxn().addOne(app_id)
-    versions = [int(t.version()) for t in _items(jvm, known.get()) if t.appId() == app_id]
+    versions = [int(t.version()) for t in scala_items(jvm, known.get()) if t.appId() == app_id]
     return max(versions, default=-1)
-
-
-def _readable_by_files(txn: Any) -> bool:
-    """Whether the table's rows are exactly its files' rows: no deletion vectors, no column
-    mapping (the only table features of Delta that change what a file's rows mean)."""
-    metadata = txn.metadata()
-    configuration = metadata.configuration()
-    mapping = configuration.get("delta.columnMapping.mode")
-    if not mapping.isEmpty() and mapping.get() != "none":
-        return False
-    return "deletionVectors" not in str(txn.protocol().toString())
 
 
 def partition_range(stats: str | None) -> tuple[PartitionKey | None, PartitionKey | None]:
@@ -371,35 +376,6 @@ def _absolute(table_path: str, file_path: str) -> str:
     return table_path.rstrip("/") + "/" + decoded
 
 
-_CONVERTERS = "scala.jdk.javaapi.CollectionConverters"
-
-
-def _items(jvm: Any, seq: Any) -> list[Any]:
-    """A Scala sequence's items (the inverse of ``_seq``)."""
-    return java_list(jvm_class(jvm, _CONVERTERS).asJava(seq))
-
-
-def _seq(jvm: Any, items: list[Any]) -> Any:
-    values = jvm_class(jvm, "java.util.ArrayList")()
-    for item in items:
-        values.add(item)
-    return jvm_class(jvm, _CONVERTERS).asScala(values).toSeq()
-
-
 def rewrite_predicate(partitions: int) -> str:
     """The ``predicate`` a rewrite's commit shows in the table's history (an append has none)."""
     return f"{REWRITE_PREDICATE} of {partitions} topic partition(s)"
-
-
-def _write_operation(jvm: Any, tag: str | None, partitions: int) -> Any:
-    """Delta's ``WRITE`` operation (mode Append, ``rewrite_predicate``) with ``tag`` as its user
-    metadata. Delta has no operation for "replace these files"; its other ones either rebuild
-    the table's state after the commit (``MANUAL UPDATE``: a Spark job) or claim to be a command
-    that did not run."""
-    option = jvm_class(jvm, "scala.Option")
-    none = option.empty()
-    metadata = option.apply(tag) if tag is not None else none
-    predicate = option.apply(rewrite_predicate(partitions))
-    write = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaOperations$Write")
-    append = jvm_class(jvm, "org.apache.spark.sql.SaveMode").valueOf("Append")
-    return write(append, none, predicate, metadata, none, none, none, none, none)

@@ -12,9 +12,19 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from jobs.bench.generate import generate
-from jobs.ingest.warm import REMOVED, WarmState, of_partitions, overlay, overlay_table, state_arrow
+from jobs.ingest.warm import (
+    REMOVED,
+    WarmState,
+    changed_state,
+    of_partitions,
+    overlay,
+    overlay_table,
+    removed_cursors,
+    state_arrow,
+    state_changes_table,
+)
 from jobs.platform.tables import local_frame, table_path
-from schemas.udf import APPLY_OUTPUT, CURSOR, PARTITION, STATE_INPUT
+from schemas.udf import APPLY_OUTPUT, CURSOR, DELETE, PARTITION, RANGE, STATE_INPUT, UPSERT
 from tests.jobs.warehouse import LINEAGE, assert_same_tables, cached_rdds, cached_rdds_when, ingest, snapshot
 from udfs.apply import OUTPUT_ARROW
 
@@ -192,3 +202,51 @@ def test_state_kept_in_either_form_is_handed_to_a_batch_of_the_other(spark):
     as_table = in_spark.table_for(NEXT, [(T1, 0)], keys)
     assert as_table is not None and _sorted(as_table.to_pylist()) == expected
     assert in_spark.table_for(VERSIONS, [(T1, 0)], keys) is None  # not the versions kept
+
+
+def _output(rows: list[dict]) -> pa.Table:
+    """APPLY_OUTPUT rows (Arrow) from the columns given, the others null (``op``: upsert)."""
+    return pa.Table.from_pylist(
+        [dict.fromkeys(OUTPUT_ARROW.names) | {"op": UPSERT} | r for r in rows], schema=OUTPUT_ARROW
+    )
+
+
+def test_state_changes_from_the_drivers_rows_are_the_ones_spark_selects(spark):
+    """Partition rows, cursors whose state changed (not those unchanged or with no flag), the
+    cursors a batch deletes, and none of the other kinds: what ``changed_state`` and
+    ``removed_cursors`` select from the same rows in Spark."""
+    cursor = {"kind": CURSOR, "topic": T1, "partition": 0, "subscription_state": b"sub"}
+    rows = _output(
+        [
+            {
+                "kind": PARTITION,
+                "topic": T1,
+                "partition": 0,
+                "ledgers": b"l",
+                "last_seq": 9,
+                "last_event_time": 5,
+                "producers_state": b"p",
+                "state": b"not-this",
+            },
+            {**cursor, "subscription": "changed", "state": b"c", "state_changed": True},
+            {**cursor, "subscription": "same", "state": b"s", "state_changed": False},
+            {**cursor, "subscription": "unflagged", "state": b"u"},
+            {**cursor, "subscription": "gone", "op": DELETE, "state_changed": False},
+            {"kind": RANGE, "topic": T1, "partition": 0, "subscription": "changed", "op": DELETE},
+            {"kind": PARTITION, "topic": T2, "partition": 1, "ledgers": b"l2", "last_seq": 1},
+        ]
+    )
+    in_driver = state_changes_table(rows)
+    out = spark.createDataFrame(rows, APPLY_OUTPUT)
+    lineage = [F.lit("q").alias("query_id"), F.lit(0).cast("long").alias("batch_id")]
+    changed = [r.asDict() for r in changed_state(out, lineage).collect()]
+    removed = [dict.fromkeys(STATE_INPUT.fieldNames()) | r.asDict() for r in removed_cursors(out).collect()]
+    flags = in_driver.column(REMOVED).to_pylist()
+    assert _sorted([r for r, gone in zip(in_driver.to_pylist(), flags, strict=True) if not gone]) == _sorted(
+        changed
+    )
+    assert _sorted([r for r, gone in zip(in_driver.to_pylist(), flags, strict=True) if gone]) == _sorted(
+        removed
+    )
+    assert sorted(r["subscription"] or "" for r in changed) == ["", "", "changed"]
+    assert in_driver.select(STATE_INPUT.fieldNames()).schema.types == state_arrow().types

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
@@ -162,3 +163,74 @@ def test_a_null_in_a_not_null_column_is_refused_by_delta(spark: SparkSession, tm
             [("t", 0)], single_partition=True
         ).execute(spark, version=1)
     assert len(commit_actions(warehouse, "ledgers")) == 1  # the creation only
+
+
+def _appended(warehouse: str, table: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The commitInfo and the added files of the table's last commit."""
+    actions = commit_actions(warehouse, table)[-1]
+    (info,) = [a["commitInfo"] for a in actions if "commitInfo" in a]
+    return info, [a["add"] for a in actions if "add" in a]
+
+
+@pytest.mark.parametrize("table", ["rejected_events", "send_receipts", "active_consumer_changes"])
+def test_a_small_append_from_the_driver_commits_what_delta_commits(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table: str
+) -> None:
+    """The same rows appended through ``DataFrameWriter`` and from the driver: the same rows
+    read back, the same statistics, and a commit Delta's history reads as the same append
+    (``WRITE`` in mode Append, blind, the tag, the file, row and byte counts)."""
+    written: list[str] = []
+    write = data_files.write_data_file
+    monkeypatch.setattr(data_files, "write_data_file", lambda *a: written.append(a[0]) or write(*a))
+    schema = TABLES[table]
+    rows = _rows(schema, 4)  # nulls only where the table allows them
+    commits = {}
+    for name, small in (("delta", False), ("driver", True)):
+        warehouse = str(tmp_path / name)
+        ensure_tables(spark, warehouse, [table])
+        frame = spark.createDataFrame(rows, schema).coalesce(1)  # one file, as the driver writes
+        DeltaWriter(warehouse, "app-1").append(spark, table, frame, tag="app-1:7", small=small)
+        commits[name] = _appended(warehouse, table)
+        read = sorted((tuple(r) for r in read_table(spark, warehouse, table).collect()), key=repr)
+        assert read == sorted(rows, key=repr)
+    assert written == [table_path(str(tmp_path / "driver"), table)]
+    (delta_info, delta_files), (driver_info, driver_files) = commits["delta"], commits["driver"]
+    assert [json.loads(f["stats"]) for f in driver_files] == [json.loads(f["stats"]) for f in delta_files]
+    same = ("operation", "operationParameters", "isBlindAppend", "userMetadata", "readVersion")
+    assert {k: driver_info.get(k) for k in same} == {k: delta_info.get(k) for k in same}
+    counts = ("numFiles", "numOutputRows")
+    assert {k: driver_info["operationMetrics"][k] for k in counts} == {
+        k: delta_info["operationMetrics"][k] for k in counts
+    }
+    assert int(driver_info["operationMetrics"]["numOutputBytes"]) == driver_files[0]["size"]
+
+
+def test_rows_from_the_driver_that_delta_would_refuse_go_to_delta(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """An Arrow table with a null in a NOT NULL column is appended through ``DataFrameWriter``,
+    which raises Delta's error; nothing is committed."""
+    warehouse = str(tmp_path / "wh")
+    ensure_tables(spark, warehouse, ["send_receipts"])
+    schema = TABLES["send_receipts"]
+    rows = spark.createDataFrame(_rows(schema, 2), schema).toArrow()
+    rows = rows.set_column(0, "topic", pa.array(["t", None], pa.string()))  # `topic` is NOT NULL
+    with pytest.raises(Exception, match="NOT NULL"):
+        DeltaWriter(warehouse, "app-1").append(spark, "send_receipts", rows, tag="app-1:1")
+    assert len(commit_actions(warehouse, "send_receipts")) == 1  # the creation only
+
+
+def test_a_table_whose_logged_schema_differs_is_appended_by_delta(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A table with a column more than ackstate declares (added by hand): ``append_rows``
+    leaves it to Delta, whose append fills the column with nulls."""
+    warehouse = str(tmp_path / "wh")
+    ensure_tables(spark, warehouse, ["ingest_batches"])
+    path = table_path(warehouse, "ingest_batches")
+    spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS (note string)")
+    schema = TABLES["ingest_batches"]
+    rows = spark.createDataFrame(_rows(schema, 2), schema).toArrow()
+    assert not data_files.append_rows(spark, path, rows, schema, "app-1:1")
+    DeltaWriter(warehouse, "app-1").append(spark, "ingest_batches", rows, tag="app-1:1")
+    assert spark.read.format("delta").load(path).where("note IS NULL").count() == 2
