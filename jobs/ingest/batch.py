@@ -99,18 +99,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ackstate.ingest")
 
-BATCH_COUNTS = (
-    "input_rows",
-    "applied_rows",
-    "rejected_rows",
-    "stale_rows",
-    "duplicate_rows",
-    "partitions_touched",
-    "cursors_touched",
-    "duration_ms",
-)
-"""The figures of ``progress.BatchFigures`` that ``ingest_batches`` holds as counts."""
-
 INTERPRETED = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 """The session settings of a batch whose expressions run interpreted (``[ingest]
 interpreted_rows``). Spark generates the source of a projection's code in every task and only
@@ -639,12 +627,12 @@ class BatchWriter:
         import pyarrow as pa
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        record = figures.as_dict()
-        values: dict[str, Any] = {"query_id": self.options.app_id, "batch_id": figures.batch_id}
-        values.update({c: record[c] for c in BATCH_COUNTS})
-        values["rows_per_second"] = float(record["rows_per_second"])
-        values["started_at"] = int(started * 1_000_000)
-        values["finished_at"] = int(time.time() * 1_000_000)
+        values = {
+            **figures.as_dict(),  # the batch id, its counts and rows_per_second
+            "query_id": self.options.app_id,
+            "started_at": int(started * 1_000_000),
+            "finished_at": int(time.time() * 1_000_000),
+        }
         arrow = to_arrow_schema(TABLES["ingest_batches"])
         return pa.table({f.name: pa.array([values[f.name]], f.type) for f in arrow}, schema=arrow)
 

@@ -223,34 +223,44 @@ def state_input(partitions: DataFrame, cursors: DataFrame) -> DataFrame:
     return partitions.select(*partition_columns).unionByName(cursors.select(*cursor_columns))
 
 
+STATE_SOURCES: Mapping[str, Mapping[str, str]] = {
+    PARTITION: {
+        "topic": "topic",
+        "partition": "partition",
+        "state": "ledgers",
+        "last_seq": "last_seq",
+        "last_event_time": "last_event_time",
+        "producers_state": "producers_state",
+    },
+    CURSOR: {
+        "topic": "topic",
+        "partition": "partition",
+        "subscription": "subscription",
+        "state": "state",
+        "subscription_state": "subscription_state",
+    },
+}
+"""For each kind of ``STATE_INPUT`` row, the column of its table (``topic_partitions``,
+``cursors``; the apply's rows name them the same) that fills each ``STATE_INPUT`` column; ``kind``
+is the kind itself, every other column null. ``state_input`` reads it in Spark and
+``jobs.ingest.warm.state_changes_table`` in the driver."""
+
+
 def _state_input_columns() -> tuple[list[Column], list[Column]]:
     from pyspark.sql import functions as F
 
-    partition_columns = [
-        F.col("topic"),
-        F.col("partition"),
-        F.lit(PARTITION).alias("kind"),
-        F.lit(None).cast("string").alias("subscription"),
-        F.col("ledgers").alias("state"),
-        F.col("last_seq"),
-        F.col("last_event_time"),
-        F.lit(None).cast("binary").alias("subscription_state"),
-        F.col("producers_state"),
-        F.lit(None).cast("long").alias("first_retained_ledger"),
-    ]
-    cursor_columns = [
-        F.col("topic"),
-        F.col("partition"),
-        F.lit(CURSOR).alias("kind"),
-        F.col("subscription"),
-        F.col("state"),
-        F.lit(None).cast("long").alias("last_seq"),
-        F.lit(None).cast("long").alias("last_event_time"),
-        F.col("subscription_state"),
-        F.lit(None).cast("binary").alias("producers_state"),
-        F.lit(None).cast("long").alias("first_retained_ledger"),
-    ]
-    return partition_columns, cursor_columns
+    def columns(kind: str) -> list[Column]:
+        sources = STATE_SOURCES[kind]
+        return [
+            F.lit(kind).alias(f.name)
+            if f.name == "kind"
+            else F.col(sources[f.name]).alias(f.name)
+            if f.name in sources
+            else F.lit(None).cast(f.dataType).alias(f.name)
+            for f in STATE_INPUT.fields
+        ]
+
+    return columns(PARTITION), columns(CURSOR)
 
 
 def with_trim_requests(state: DataFrame, requests: DataFrame) -> DataFrame:

@@ -43,7 +43,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from jobs.ingest.projections import PROJECTION, state_input
+from jobs.ingest.projections import PROJECTION, STATE_SOURCES, state_input
 from jobs.ingest.recovery import STATE_TABLES
 from jobs.platform.columns import built_once
 from jobs.platform.tables import release
@@ -291,9 +291,8 @@ def overlay(base: DataFrame, changed: DataFrame, removed: DataFrame) -> DataFram
 def state_changes_table(out: pa.Table) -> pa.Table:
     """``changed_state`` and ``removed_cursors`` (``REMOVED`` true on the second) of the apply's
     rows collected into the driver (``APPLY_OUTPUT`` as Arrow), with no Spark job: the same
-    rows, each column taken from ``out`` as ``state_input`` takes it from the projection of its
-    kind (a partition's state is its ``ledgers``). Spark's filters drop a row whose condition
-    is null, and so do these."""
+    rows, each column taken from ``out`` as ``state_input`` takes it (``STATE_SOURCES``).
+    Spark's filters drop a row whose condition is null, and so do these."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -303,43 +302,25 @@ def state_changes_table(out: pa.Table) -> pa.Table:
     removed = out.filter(pc.and_(pc.equal(kind, CURSOR), pc.equal(out.column("op"), DELETE)))
     arrow = state_arrow()
 
-    def shaped(rows: pa.Table, columns: Mapping[str, str], flag: bool) -> pa.Table:
-        """``rows`` as ``STATE_INPUT`` (each column from ``columns``' source, else null) and
+    def shaped(rows: pa.Table, sources: Mapping[str, str], flag: bool) -> pa.Table:
+        """``rows`` as ``STATE_INPUT`` (each column from its source, else null) and
         ``REMOVED`` = ``flag``."""
+        sources = {**sources, "kind": "kind"}
         values = {
-            f.name: rows.column(columns[f.name]).cast(f.type)
-            if f.name in columns
+            f.name: rows.column(sources[f.name]).cast(f.type)
+            if f.name in sources
             else pa.nulls(rows.num_rows, f.type)
             for f in arrow
         }
         values[REMOVED] = pa.array([flag] * rows.num_rows, pa.bool_())
         return pa.table(values)
 
-    key = {n: n for n in ("topic", "partition", "kind")}
+    removed_key = {n: n for n in _KEY if n != "kind"}
     return pa.concat_tables(
         [
-            shaped(
-                partitions,
-                {
-                    **key,
-                    "state": "ledgers",
-                    "last_seq": "last_seq",
-                    "last_event_time": "last_event_time",
-                    "producers_state": "producers_state",
-                },
-                False,
-            ),
-            shaped(
-                cursors,
-                {
-                    **key,
-                    "subscription": "subscription",
-                    "state": "state",
-                    "subscription_state": "subscription_state",
-                },
-                False,
-            ),
-            shaped(removed, {**key, "subscription": "subscription"}, True),
+            shaped(partitions, STATE_SOURCES[PARTITION], False),
+            shaped(cursors, STATE_SOURCES[CURSOR], False),
+            shaped(removed, removed_key, True),
         ]
     )
 

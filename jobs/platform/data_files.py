@@ -129,11 +129,20 @@ def append_rows(spark: SparkSession, table_path: str, rows: pa.Table, schema: St
     txn = delta_log(spark, table_path).startTransaction()
     if not files_are_rows(txn) or _has_constraints(txn) or _logged_schema(txn) != schema:
         return False
-    written = write_data_file(table_path, rows, schema)
-    actions = [] if written is None else [add_file(jvm, written)]
-    register_write_metrics(spark, txn, [] if written is None else [written], rows.num_rows)
+    actions = file_actions(spark, txn, table_path, rows, schema)
     txn.commit(scala_seq(jvm, actions), write_operation(jvm, tag, predicate=None, partition_by=[]))
     return True
+
+
+def file_actions(
+    spark: SparkSession, txn: Any, table_path: str, rows: pa.Table, schema: StructType
+) -> list[Any]:
+    """Write ``rows`` as the table's file (``write_data_file``) and return its ``AddFile`` (none
+    for no rows), with the metrics ``writeFiles`` would have registered in ``txn``."""
+    written = write_data_file(table_path, rows, schema)
+    files = [] if written is None else [written]
+    register_write_metrics(spark, txn, files, rows.num_rows)
+    return [add_file(spark._jvm, f) for f in files]  # type: ignore[attr-defined]
 
 
 def has_null_in_required(rows: pa.Table, schema: StructType) -> bool:

@@ -44,15 +44,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from jobs.platform.data_files import (
-    DataFile,
-    add_file,
+    file_actions,
     files_are_rows,
     has_null_in_required,
     is_local,
-    register_write_metrics,
     scala_items,
     scala_seq,
-    write_data_file,
     write_operation,
 )
 from jobs.platform.java import java_list, jvm_class
@@ -322,10 +319,7 @@ def _written_from_driver(
     collected = rows.toArrow()
     if has_null_in_required(collected, schema):
         return None
-    written = write_data_file(path, collected, schema)
-    files: list[DataFile] = [] if written is None else [written]
-    register_write_metrics(spark, txn, files, collected.num_rows)
-    return [add_file(spark._jvm, f) for f in files]  # type: ignore[attr-defined]
+    return file_actions(spark, txn, path, collected, schema)
 
 
 def _file(add: Any) -> _File:

@@ -122,7 +122,7 @@ def test_a_small_rewrite_is_a_file_written_from_the_driver(
         written.append(path)
         return write(path, rows, schema)
 
-    monkeypatch.setattr(rewrite, "write_data_file", counting)
+    monkeypatch.setattr(data_files, "write_data_file", counting)
     warehouse = str(tmp_path / "wh")
     ensure_tables(spark, warehouse, ["ledgers"])
     writer = DeltaWriter(warehouse, "app-1", rewrite=True)
