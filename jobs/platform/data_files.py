@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobs.platform import locations
-from jobs.platform.java import java_list, jvm_class
+from jobs.platform.java import jvm_class, scala_seq
 from jobs.platform.tables import delta_log
 
 if TYPE_CHECKING:
@@ -215,22 +215,6 @@ def add_file(jvm: Any, written: DataFile) -> Any:
         none,
         none,
     )
-
-
-_CONVERTERS = "scala.jdk.javaapi.CollectionConverters"
-
-
-def scala_items(jvm: Any, seq: Any) -> list[Any]:
-    """A Scala sequence's items (the inverse of ``scala_seq``)."""
-    return java_list(jvm_class(jvm, _CONVERTERS).asJava(seq))
-
-
-def scala_seq(jvm: Any, items: list[Any]) -> Any:
-    """``items`` (JVM objects or strings) as a Scala immutable sequence."""
-    values = jvm_class(jvm, "java.util.ArrayList")()
-    for item in items:
-        values.add(item)
-    return jvm_class(jvm, _CONVERTERS).asScala(values).toSeq()
 
 
 def write_operation(

@@ -48,11 +48,9 @@ from jobs.platform.data_files import (
     files_are_rows,
     has_null_in_required,
     is_local,
-    scala_items,
-    scala_seq,
     write_operation,
 )
-from jobs.platform.java import java_list, jvm_class
+from jobs.platform.java import java_list, jvm_class, scala_items, scala_seq
 from jobs.platform.tables import counts_no_file, delta_log, empty_frame, version_checksum
 from schemas.tables import TABLES
 

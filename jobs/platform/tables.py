@@ -7,9 +7,13 @@ warehouse, CONTRACT.md section 2) is decided in one place.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import time
+import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,30 +70,136 @@ def ensure_tables(
     a caller that needs one names it, and several go ``TABLE_THREADS`` at a time.
     """
     wanted = list(TABLES if names is None else names)
+    settings = creation_settings(spark)
     if len(wanted) == 1:  # a caller that names one table: no thread, no py4j connection of its own
-        made = [_ensure_table(spark, warehouse, wanted[0])]
+        made = [_ensure_table(spark, warehouse, wanted[0], settings)]
     else:
         with ThreadPoolExecutor(max_workers=TABLE_THREADS, thread_name_prefix="ackstate-tables") as pool:
-            made = list(pool.map(lambda name: _ensure_table(spark, warehouse, name), wanted))
+            made = list(pool.map(lambda name: _ensure_table(spark, warehouse, name, settings), wanted))
     created = [name for name, was_made in zip(wanted, made, strict=True) if was_made]
     if created:
         log.info("created tables %s under %s", ", ".join(created), warehouse)
     return created
 
 
-def _ensure_table(spark: SparkSession, warehouse: str | Path, name: str) -> bool:
+CreationSettings = tuple[tuple[str, str], ...]
+"""The session's Delta settings that a table's creation may read, sorted: a model
+(``NewTable``) serves only tables created under the same ones."""
+
+
+@dataclass(frozen=True)
+class NewTable:
+    """What Delta's table builder committed as a table's first version, but for what is new
+    in every table (its id and times): the actions that create the same table again.
+
+    Why: ``DeltaTableBuilder.execute`` runs Delta's ``CreateDeltaTableCommand``, which plans,
+    validates and commits the table through Spark SQL: a new warehouse's 14 tables took 5.5 s
+    that way in a JVM that had run a few small ingests, and 0.29 s committed as below (README,
+    "Benchmarks"). The first table of each name
+    that a JVM creates goes through the builder, under each set of Delta settings
+    (``CreationSettings``); later ones of that name, in a location that does not exist yet,
+    are the same actions committed by Delta's own transaction (``OptimisticTransaction.commit``),
+    with a new table id and creation time, as the same ``CREATE TABLE`` operation. Delta
+    writes the commit, its checksum and the snapshot as for the builder's."""
+
+    protocol: str
+    """The ``protocol`` action, as Delta's JSON."""
+    metadata: dict[str, Any]
+    """The ``metaData`` action's fields, without ``id`` and ``createdTime``."""
+    domains: tuple[str, ...]
+    """The ``domainMetadata`` actions (clustering's columns), as Delta's JSON."""
+
+
+_MODELS: dict[tuple[str, CreationSettings], NewTable] = {}
+"""``NewTable`` by table name and the settings it was created under, in this process (a
+dictionary's single item reads and writes need no lock between ``TABLE_THREADS``)."""
+
+CREATION_SETTINGS_PREFIX = "spark.databricks.delta."
+"""Where Delta's settings live."""
+
+PER_COMMIT_SETTINGS = ("spark.databricks.delta.write.", "spark.databricks.delta.lastCommitVersionInSession")
+"""Delta settings that change with each write, not with how a table is created: the
+idempotent-write pair a writer sets, and the version Delta notes after each commit."""
+
+
+def creation_settings(spark: SparkSession) -> CreationSettings:
+    """The session's Delta settings now (``CreationSettings``): its table property defaults,
+    protocol versions and feature switches among them."""
+    return tuple(
+        sorted(
+            (key, value)
+            for key, value in spark.conf.getAll.items()
+            if key.startswith(CREATION_SETTINGS_PREFIX) and not key.startswith(PER_COMMIT_SETTINGS)
+        )
+    )
+
+
+def forget_table_models() -> None:
+    """Drop the kept ``NewTable``s: the next table of each name goes through the builder."""
+    _MODELS.clear()
+
+
+def _ensure_table(spark: SparkSession, warehouse: str | Path, name: str, settings: CreationSettings) -> bool:
     """Create the table ``name`` if it is missing (True), else add the columns it lacks."""
     from delta.tables import DeltaTable
 
-    schema = TABLES[name]
     path = table_path(warehouse, name)
+    model = _MODELS.get((name, settings))
+    if model is not None and not locations.exists(path) and _commit_like(spark, path, name, model):
+        return True
     if DeltaTable.isDeltaTable(spark, path):
         _add_missing_columns(spark, path, name)
         return False
-    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(TABLES[name])
     builder = builder.clusterBy(*TABLE_CLUSTERING[name])
     builder = builder.property("delta.checkpointInterval", str(CHECKPOINT_INTERVAL))
     builder.execute()
+    _keep_model(spark, path, name, settings)
+    return True
+
+
+def _keep_model(spark: SparkSession, path: str, name: str, settings: CreationSettings) -> None:
+    """Keep what the builder just committed to ``path`` as the model of table ``name``, if its
+    newest version is that first commit (nobody wrote to it since)."""
+    from jobs.platform.java import scala_items
+
+    snapshot = current_snapshot(delta_log(spark, path))
+    if int(snapshot.version()) != 0:
+        return
+    metadata = json.loads(snapshot.metadata().json())["metaData"]
+    for key in ("id", "createdTime"):
+        metadata.pop(key, None)
+    domains = tuple(d.json() for d in scala_items(spark._jvm, snapshot.domainMetadata()))  # type: ignore[attr-defined]
+    _MODELS[(name, settings)] = NewTable(snapshot.protocol().json(), metadata, domains)
+
+
+def _commit_like(spark: SparkSession, path: str, name: str, model: NewTable) -> bool:
+    """Create table ``name`` at ``path`` as ``model`` says (``NewTable``); False when another
+    writer created it first (the caller then finds it and checks its columns)."""
+    from jobs.platform.java import scala_seq
+
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    action = jvm_class(jvm, "org.apache.spark.sql.delta.actions.Action")
+    metadata = action.fromJson(
+        json.dumps(
+            {"metaData": {**model.metadata, "id": str(uuid.uuid4()), "createdTime": int(time.time() * 1000)}}
+        )
+    )
+    actions = [metadata, action.fromJson(model.protocol), *(action.fromJson(d) for d in model.domains)]
+    option = jvm_class(jvm, "scala.Option")
+    create = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaOperations$CreateTable")(
+        metadata, False, False, option.apply(scala_seq(jvm, list(TABLE_CLUSTERING[name])))
+    )
+    txn = delta_log(spark, path).startTransaction()
+    if int(txn.readVersion()) >= 0:
+        return False
+    try:
+        txn.commit(scala_seq(jvm, actions), create)
+    except Exception:
+        if current_snapshot(delta_log(spark, path)).version() < 0:
+            raise
+        log.info("table %s at %s was created by another writer first", name, path)
+        return False
     return True
 
 

@@ -130,6 +130,94 @@ def test_tables_made_side_by_side_are_each_made_once_with_their_schema_and_clust
     assert ensure_tables(spark, warehouse) == []
 
 
+def _first_commit(warehouse: str, name: str) -> dict[str, object]:
+    """A table's first commit and checksum, without what is new in every table (ids, times)."""
+    actions = {next(iter(a)): next(iter(a.values())) for a in commit_actions(warehouse, name)[0]}
+    log_dir = Path(table_path(warehouse, name)) / "_delta_log"
+    checksum = json.loads((log_dir / "00000000000000000000.crc").read_text())
+    for drop, where in (
+        (("timestamp", "txnId"), actions["commitInfo"]),
+        (("id", "createdTime"), actions["metaData"]),
+        (("txnId",), checksum),
+        (("id", "createdTime"), checksum["metadata"]),
+    ):
+        for key in drop:
+            assert where.pop(key), (name, key)  # each is there, and only it differs
+    return {"actions": actions, "checksum": checksum}
+
+
+def _builder_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The tables Delta's table builder creates from now on in this test."""
+    from delta.tables import DeltaTableBuilder
+
+    calls: list[str] = []
+    execute = DeltaTableBuilder.execute
+
+    def counted(builder: DeltaTableBuilder) -> object:
+        calls.append(str(builder._jbuilder.toString()))
+        return execute(builder)
+
+    monkeypatch.setattr(DeltaTableBuilder, "execute", counted)
+    return calls
+
+
+def test_a_table_made_like_the_builders_first_is_the_same_table(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first warehouse of the process goes through Delta's builder; the next one's tables are
+    committed as its first commits say (``NewTable``): the same actions, the same checksum, the
+    same ``CREATE TABLE`` in the history, with ids and times of their own, and no builder."""
+    from jobs.platform.tables import forget_table_models
+
+    forget_table_models()
+    built = _builder_calls(monkeypatch)
+    first, second = str(tmp_path / "first"), str(tmp_path / "second")
+    assert ensure_tables(spark, first) == list(TABLES)
+    assert len(built) == len(TABLES)
+    assert ensure_tables(spark, second) == list(TABLES)
+    assert len(built) == len(TABLES)  # none more
+    for name in TABLES:
+        assert _first_commit(second, name) == _first_commit(first, name), name
+        ids = {commit_actions(w, name)[0][1]["metaData"]["id"] for w in (first, second)}
+        assert len(ids) == 2, name  # each table its own id
+    assert ensure_tables(spark, second) == []  # and it is a Delta table like any other
+    append_rows(spark, second, "ledger_trims", [ROW])
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{table_path(second, 'ledger_trims')}`")
+    assert [r["operation"] for r in history.orderBy("version").collect()] == ["CREATE TABLE", "WRITE"]
+
+
+def test_a_change_of_delta_settings_sends_the_next_table_through_the_builder(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model serves only the settings it was made under: with a table property default set,
+    the builder makes the table (and it carries the property), and so becomes the model for
+    those settings; a location that exists already goes to the builder too."""
+    from jobs.platform.tables import forget_table_models
+
+    forget_table_models()
+    ensure_tables(spark, str(tmp_path / "plain"), ["ledger_trims"])
+    built = _builder_calls(monkeypatch)
+    key = "spark.databricks.delta.properties.defaults.enableChangeDataFeed"
+    spark.conf.set(key, "true")
+    try:
+        for i in range(2):
+            ensure_tables(spark, str(tmp_path / f"feed{i}"), ["ledger_trims"])
+            metadata = commit_actions(str(tmp_path / f"feed{i}"), "ledger_trims")[0][1]["metaData"]
+            assert metadata["configuration"]["delta.enableChangeDataFeed"] == "true"
+        assert len(built) == 1  # the second was made like the first
+    finally:
+        spark.conf.unset(key)
+    ensure_tables(spark, str(tmp_path / "plain-again"), ["ledger_trims"])
+    assert len(built) == 1  # the model of the plain settings still serves
+    metadata = commit_actions(str(tmp_path / "plain-again"), "ledger_trims")[0][1]["metaData"]
+    assert "delta.enableChangeDataFeed" not in metadata["configuration"]
+
+    there = tmp_path / "there"
+    Path(table_path(str(there), "ledger_trims")).mkdir(parents=True)
+    ensure_tables(spark, str(there), ["ledger_trims"])
+    assert len(built) == 2  # the builder decides what an existing location means
+
+
 def _checkpointed_rdd(frame: DataFrame) -> int:
     return frame._jdf.queryExecution().analyzed().rdd().id()  # type: ignore[attr-defined]
 
