@@ -7,13 +7,9 @@ warehouse, CONTRACT.md section 2) is decided in one place.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import time
-import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +17,14 @@ from pyspark.sql import types as T
 
 from jobs.platform import locations
 from jobs.platform.java import jvm_class
+from jobs.platform.new_tables import (
+    CreationSettings,
+    commit_like,
+    creation_settings,
+    find_model,
+    keep_model,
+    model_key,
+)
 from schemas.tables import TABLE_CLUSTERING, TABLES
 
 if TYPE_CHECKING:
@@ -70,7 +74,7 @@ def ensure_tables(
     a caller that needs one names it, and several go ``TABLE_THREADS`` at a time.
     """
     wanted = list(TABLES if names is None else names)
-    settings = creation_settings(spark)
+    settings = creation_settings(spark) if getattr(spark, "_jvm", None) is not None else None
     if len(wanted) == 1:  # a caller that names one table: no thread, no py4j connection of its own
         made = [_ensure_table(spark, warehouse, wanted[0], settings)]
     else:
@@ -82,80 +86,41 @@ def ensure_tables(
     return created
 
 
-CreationSettings = tuple[tuple[str, str], ...]
-"""The session's Delta settings that a table's creation may read, sorted: a model
-(``NewTable``) serves only tables created under the same ones."""
-
-
-@dataclass(frozen=True)
-class NewTable:
-    """What Delta's table builder committed as a table's first version, but for what is new
-    in every table (its id and times): the actions that create the same table again.
-
-    Why: ``DeltaTableBuilder.execute`` runs Delta's ``CreateDeltaTableCommand``, which plans,
-    validates and commits the table through Spark SQL: a new warehouse's 14 tables took 5.5 s
-    that way in a JVM that had run a few small ingests, and 0.29 s committed as below (README,
-    "Benchmarks"). The first table of each name
-    that a JVM creates goes through the builder, under each set of Delta settings
-    (``CreationSettings``); later ones of that name, in a location that does not exist yet,
-    are the same actions committed by Delta's own transaction (``OptimisticTransaction.commit``),
-    with a new table id and creation time, as the same ``CREATE TABLE`` operation. Delta
-    writes the commit, its checksum and the snapshot as for the builder's."""
-
-    protocol: str
-    """The ``protocol`` action, as Delta's JSON."""
-    metadata: dict[str, Any]
-    """The ``metaData`` action's fields, without ``id`` and ``createdTime``."""
-    domains: tuple[str, ...]
-    """The ``domainMetadata`` actions (clustering's columns), as Delta's JSON."""
-
-
-_MODELS: dict[tuple[str, CreationSettings], NewTable] = {}
-"""``NewTable`` by table name and the settings it was created under, in this process (a
-dictionary's single item reads and writes need no lock between ``TABLE_THREADS``)."""
-
-CREATION_SETTINGS_PREFIX = "spark.databricks.delta."
-"""Where Delta's settings live."""
-
-PER_COMMIT_SETTINGS = ("spark.databricks.delta.write.", "spark.databricks.delta.lastCommitVersionInSession")
-"""Delta settings that change with each write, not with how a table is created: the
-idempotent-write pair a writer sets, and the version Delta notes after each commit."""
-
-
-def creation_settings(spark: SparkSession) -> CreationSettings:
-    """The session's Delta settings now (``CreationSettings``): its table property defaults,
-    protocol versions and feature switches among them."""
-    return tuple(
-        sorted(
-            (key, value)
-            for key, value in spark.conf.getAll.items()
-            if key.startswith(CREATION_SETTINGS_PREFIX) and not key.startswith(PER_COMMIT_SETTINGS)
-        )
-    )
-
-
-def forget_table_models() -> None:
-    """Drop the kept ``NewTable``s: the next table of each name goes through the builder."""
-    _MODELS.clear()
-
-
-def _ensure_table(spark: SparkSession, warehouse: str | Path, name: str, settings: CreationSettings) -> bool:
+def _ensure_table(
+    spark: SparkSession, warehouse: str | Path, name: str, settings: CreationSettings | None
+) -> bool:
     """Create the table ``name`` if it is missing (True), else add the columns it lacks.
 
+    A table whose kind was created before, in this process or another one, is created as that
+    one was (``jobs.platform.new_tables``); the first goes through Delta's table builder.
     Whether it exists, and its columns, are read from Delta's log (``DeltaLog.update``) rather
     than by ``DeltaTable.isDeltaTable`` and a DataFrame of the table, which Spark analyses: the
     14 tables of a warehouse 0.14 s against 0.39 s one after the other. Where the JVM is not
-    reachable from Python (Spark Connect), Delta's Python API answers and creates."""
+    reachable from Python (Spark Connect, ``settings`` None), Delta's Python API answers and
+    creates."""
     from delta.tables import DeltaTable
 
     path = table_path(warehouse, name)
-    if getattr(spark, "_jvm", None) is None:
+    definition: dict[str, Any] = {  # what the builder is given
+        "schema": TABLES[name].jsonValue(),
+        "clustering": list(TABLE_CLUSTERING[name]),
+        "properties": {"delta.checkpointInterval": str(CHECKPOINT_INTERVAL)},
+    }
+    key = None if settings is None else model_key(name, definition, settings)
+    if key is None:
         exists = DeltaTable.isDeltaTable(spark, path)
         columns = set(DeltaTable.forPath(spark, path).toDF().columns) if exists else set()
     else:
-        model = _MODELS.get((name, settings))
-        if model is not None and not locations.exists(path) and _commit_like(spark, path, name, model):
-            return True
+        model = find_model(key)
+        if model is not None and not locations.exists(path):
+            table_log = delta_log(spark, path)
+            try:
+                if commit_like(spark, table_log, model, definition["clustering"]):
+                    return True
+            except Exception:
+                if int(current_snapshot(table_log).version()) < 0:
+                    raise
+                log.info("table %s at %s was created by another writer first", name, path)
         snapshot = current_snapshot(delta_log(spark, path))
         exists = int(snapshot.version()) >= 0
         columns = set(snapshot.schema().fieldNames()) if exists else set()
@@ -163,56 +128,14 @@ def _ensure_table(spark: SparkSession, warehouse: str | Path, name: str, setting
         _add_missing_columns(spark, path, name, columns)
         return False
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(TABLES[name])
-    builder = builder.clusterBy(*TABLE_CLUSTERING[name])
-    builder = builder.property("delta.checkpointInterval", str(CHECKPOINT_INTERVAL))
+    builder = builder.clusterBy(*definition["clustering"])
+    for prop, value in definition["properties"].items():
+        builder = builder.property(prop, value)
     builder.execute()
-    if getattr(spark, "_jvm", None) is not None:
-        _keep_model(spark, path, name, settings)
-    return True
-
-
-def _keep_model(spark: SparkSession, path: str, name: str, settings: CreationSettings) -> None:
-    """Keep what the builder just committed to ``path`` as the model of table ``name``, if its
-    newest version is that first commit (nobody wrote to it since)."""
-    from jobs.platform.java import scala_items
-
-    snapshot = current_snapshot(delta_log(spark, path))
-    if int(snapshot.version()) != 0:
-        return
-    metadata = json.loads(snapshot.metadata().json())["metaData"]
-    for key in ("id", "createdTime"):
-        metadata.pop(key, None)
-    domains = tuple(d.json() for d in scala_items(spark._jvm, snapshot.domainMetadata()))  # type: ignore[attr-defined]
-    _MODELS[(name, settings)] = NewTable(snapshot.protocol().json(), metadata, domains)
-
-
-def _commit_like(spark: SparkSession, path: str, name: str, model: NewTable) -> bool:
-    """Create table ``name`` at ``path`` as ``model`` says (``NewTable``); False when another
-    writer created it first (the caller then finds it and checks its columns)."""
-    from jobs.platform.java import scala_seq
-
-    jvm = spark._jvm  # type: ignore[attr-defined]
-    action = jvm_class(jvm, "org.apache.spark.sql.delta.actions.Action")
-    metadata = action.fromJson(
-        json.dumps(
-            {"metaData": {**model.metadata, "id": str(uuid.uuid4()), "createdTime": int(time.time() * 1000)}}
-        )
-    )
-    actions = [metadata, action.fromJson(model.protocol), *(action.fromJson(d) for d in model.domains)]
-    option = jvm_class(jvm, "scala.Option")
-    create = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaOperations$CreateTable")(
-        metadata, False, False, option.apply(scala_seq(jvm, list(TABLE_CLUSTERING[name])))
-    )
-    txn = delta_log(spark, path).startTransaction()
-    if int(txn.readVersion()) >= 0:
-        return False
-    try:
-        txn.commit(scala_seq(jvm, actions), create)
-    except Exception:
-        if current_snapshot(delta_log(spark, path)).version() < 0:
-            raise
-        log.info("table %s at %s was created by another writer first", name, path)
-        return False
+    if key is not None:
+        snapshot = current_snapshot(delta_log(spark, path))
+        if int(snapshot.version()) == 0:  # nobody wrote to it since
+            keep_model(spark, key, snapshot)
     return True
 
 

@@ -146,10 +146,15 @@ def _first_commit(warehouse: str, name: str) -> dict[str, object]:
     return {"actions": actions, "checksum": checksum}
 
 
-def _builder_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The tables Delta's table builder creates from now on in this test."""
+def _builder_calls(monkeypatch: pytest.MonkeyPatch, store: Path) -> list[str]:
+    """The tables Delta's table builder creates from now on in this test, which starts with no
+    model of any table (``jobs.platform.new_tables``) and keeps its models in ``store``."""
     from delta.tables import DeltaTableBuilder
 
+    from jobs.platform import new_tables
+
+    monkeypatch.setattr(new_tables, "model_store", lambda: store)
+    new_tables.forget_models()
     calls: list[str] = []
     execute = DeltaTableBuilder.execute
 
@@ -164,13 +169,10 @@ def _builder_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_a_table_made_like_the_builders_first_is_the_same_table(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The first warehouse of the process goes through Delta's builder; the next one's tables are
-    committed as its first commits say (``NewTable``): the same actions, the same checksum, the
-    same ``CREATE TABLE`` in the history, with ids and times of their own, and no builder."""
-    from jobs.platform.tables import forget_table_models
-
-    forget_table_models()
-    built = _builder_calls(monkeypatch)
+    """The first warehouse goes through Delta's builder; the next one's tables are committed as
+    its first commits say (``NewTable``): the same actions, the same checksum, the same
+    ``CREATE TABLE`` in the history, with ids and times of their own, and no builder."""
+    built = _builder_calls(monkeypatch, tmp_path / "models")
     first, second = str(tmp_path / "first"), str(tmp_path / "second")
     assert ensure_tables(spark, first) == list(TABLES)
     assert len(built) == len(TABLES)
@@ -186,17 +188,44 @@ def test_a_table_made_like_the_builders_first_is_the_same_table(
     assert [r["operation"] for r in history.orderBy("version").collect()] == ["CREATE TABLE", "WRITE"]
 
 
+def test_a_new_process_creates_its_tables_from_the_stored_models(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The models are kept on disk: a process that has made none of its own (here: this one,
+    its models dropped) creates its tables from them, as the builder made them; a stored model
+    that cannot be read is made again by the builder, and stored again."""
+    from jobs.platform import new_tables
+
+    store = tmp_path / "models"
+    built = _builder_calls(monkeypatch, store)
+    first, second = str(tmp_path / "first"), str(tmp_path / "second")
+    ensure_tables(spark, first, ["cursors", "ledger_trims"])
+    assert len(built) == 2 and len(list(store.glob("*.json"))) == 2
+    new_tables.forget_models(stored=False)  # as a new process starts
+    ensure_tables(spark, second, ["cursors", "ledger_trims"])
+    assert len(built) == 2
+    for name in ("cursors", "ledger_trims"):
+        assert _first_commit(second, name) == _first_commit(first, name), name
+
+    new_tables.forget_models(stored=False)
+    for stored in store.glob("*.json"):
+        stored.write_text("{not json")
+    third = str(tmp_path / "third")
+    ensure_tables(spark, third, ["ledger_trims"])
+    assert len(built) == 3
+    assert _first_commit(third, "ledger_trims") == _first_commit(first, "ledger_trims")
+    assert sum(1 for stored in store.glob("*.json") if stored.read_text().startswith('{"protocol"')) == 1
+
+
 def test_a_change_of_delta_settings_sends_the_next_table_through_the_builder(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A model serves only the settings it was made under: with a table property default set,
     the builder makes the table (and it carries the property), and so becomes the model for
     those settings; a location that exists already goes to the builder too."""
-    from jobs.platform.tables import forget_table_models
-
-    forget_table_models()
+    built = _builder_calls(monkeypatch, tmp_path / "models")
     ensure_tables(spark, str(tmp_path / "plain"), ["ledger_trims"])
-    built = _builder_calls(monkeypatch)
+    assert len(built) == 1
     key = "spark.databricks.delta.properties.defaults.enableChangeDataFeed"
     spark.conf.set(key, "true")
     try:
@@ -204,18 +233,18 @@ def test_a_change_of_delta_settings_sends_the_next_table_through_the_builder(
             ensure_tables(spark, str(tmp_path / f"feed{i}"), ["ledger_trims"])
             metadata = commit_actions(str(tmp_path / f"feed{i}"), "ledger_trims")[0][1]["metaData"]
             assert metadata["configuration"]["delta.enableChangeDataFeed"] == "true"
-        assert len(built) == 1  # the second was made like the first
+        assert len(built) == 2  # the second was made like the first
     finally:
         spark.conf.unset(key)
     ensure_tables(spark, str(tmp_path / "plain-again"), ["ledger_trims"])
-    assert len(built) == 1  # the model of the plain settings still serves
+    assert len(built) == 2  # the model of the plain settings still serves
     metadata = commit_actions(str(tmp_path / "plain-again"), "ledger_trims")[0][1]["metaData"]
     assert "delta.enableChangeDataFeed" not in metadata["configuration"]
 
     there = tmp_path / "there"
     Path(table_path(str(there), "ledger_trims")).mkdir(parents=True)
     ensure_tables(spark, str(there), ["ledger_trims"])
-    assert len(built) == 2  # the builder decides what an existing location means
+    assert len(built) == 3  # the builder decides what an existing location means
 
 
 def _checkpointed_rdd(frame: DataFrame) -> int:
