@@ -217,6 +217,21 @@ def test_a_new_process_creates_its_tables_from_the_stored_models(
     assert sum(1 for stored in store.glob("*.json") if stored.read_text().startswith('{"protocol"')) == 1
 
 
+def test_a_table_another_writer_made_after_the_check_is_found_not_made_again(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The location was free when looked at and holds a table when the commit starts (another
+    writer was quicker): nothing is committed, and the table is checked as one that existed."""
+    from jobs.platform import locations
+
+    built = _builder_calls(monkeypatch, tmp_path / "models")
+    warehouse = str(tmp_path / "wh")
+    assert ensure_tables(spark, warehouse, ["ledger_trims"]) == ["ledger_trims"]
+    monkeypatch.setattr(locations, "exists", lambda location: False)
+    assert ensure_tables(spark, warehouse, ["ledger_trims"]) == []
+    assert len(commit_actions(warehouse, "ledger_trims")) == 1 and len(built) == 1
+
+
 def test_a_change_of_delta_settings_sends_the_next_table_through_the_builder(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
