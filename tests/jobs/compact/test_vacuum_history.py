@@ -1,4 +1,6 @@
-"""VACUUM's figures come from its own commits, read without the table's whole history.
+"""VACUUM's figures come from its own commits, read without the table's whole history; whether
+it runs at all comes from the table's tombstones, read without a Spark job when the table is
+younger than the retention.
 
 A continuous ingest commits once per micro-batch, and Delta keeps 30 days of commit files;
 ``DeltaTable.history()`` reads every one of them. Here an old commit file is made unreadable
@@ -8,12 +10,13 @@ cannot be read, and compaction still vacuums and reports what it deleted.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 from delta.tables import DeltaTable
 
-from jobs.compact.compaction import CompactOptions, commits_after, compact
+from jobs.compact.compaction import CompactOptions, commits_after, compact, oldest_tombstone
 
 pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
 
@@ -56,3 +59,30 @@ def test_vacuum_reads_only_the_commits_after_it_began(spark, tmp_path: Path) -> 
     assert vacuum is not None and vacuum.files_removed >= 6 and vacuum.bytes_removed > 0, vacuum
     assert len(list(path.glob("*.parquet"))) == 1
     assert spark.read.format("delta").load(str(path)).count() == 6
+
+
+def _last_job(spark) -> int:
+    """The id of the newest Spark job the session ran (ids only grow)."""
+    return max(spark.sparkContext.statusTracker().getJobIdsForGroup(None), default=-1)
+
+
+def test_a_table_younger_than_the_retention_is_answered_without_a_job(spark, tmp_path: Path) -> None:
+    """The oldest tombstone of a table created after VACUUM's cutoff is not looked for (no file
+    it dropped can be older than the table); one created before it is, and its answer is the
+    time Delta recorded for the dropped file."""
+    path = str(tmp_path / "table")
+    before_create = time.time() * 1000
+    spark.range(3).write.format("delta").save(path)
+    spark.range(2).write.format("delta").mode("overwrite").save(path)  # drops the first file
+    dropped = (
+        DeltaTable.forPath(spark, path).history(1).select("timestamp").first()["timestamp"].timestamp() * 1000
+    )
+
+    last = _last_job(spark)
+    assert oldest_tombstone(spark, path, before_create - 3_600_000) == -1  # created after the cutoff
+    assert _last_job(spark) == last
+
+    # a cutoff after the creation: the tombstones are read (a job), and the drop is found
+    oldest = oldest_tombstone(spark, path, time.time() * 1000)
+    assert _last_job(spark) > last
+    assert oldest is not None and before_create <= oldest and abs(oldest - dropped) < 5_000
