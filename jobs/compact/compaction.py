@@ -536,8 +536,7 @@ def _vacuum(spark: SparkSession, path: str, hours: float) -> FileChange:
     from delta.tables import DeltaTable
 
     table = DeltaTable.forPath(spark, path)
-    before = table.history(1).first()
-    since = int(before["version"]) if before is not None else -1
+    since = int(_delta_log(spark, path)[1].version())  # the log's listing, not a history frame
     table.vacuum(hours)
     rows = [row for row in commits_after(table, since) if row["operation"] in ("VACUUM START", "VACUUM END")]
     change = FileChange()
