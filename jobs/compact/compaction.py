@@ -62,7 +62,7 @@ from jobs.platform.delta_writer import DeltaWriter
 from jobs.platform.errors import CompactError
 from jobs.platform.retry import DEFAULT_ATTEMPTS, retry_on_conflict
 from jobs.platform.session import session_settings
-from jobs.platform.tables import current_snapshot, delta_log, local_frame, table_path
+from jobs.platform.tables import current_snapshot, delta_log, latest_version, local_frame, table_path
 from jobs.read.stats import TopicFilter
 from schemas.tables import TABLE_KEYS, TABLES
 
@@ -489,7 +489,10 @@ def _compact_table(
         oldest = oldest_tombstone(spark, path, cutoff_ms)
         log.debug("tombstones of %s took %.2f s", table.name, time.perf_counter() - began)
         if oldest is None or (oldest >= 0 and oldest <= cutoff_ms):
-            table.vacuum = retried("vacuum", lambda: _vacuum(spark, path, options.vacuum_retention_hours))
+            table.vacuum = retried(
+                "vacuum",
+                lambda: _vacuum(spark, options.warehouse, table.name, options.vacuum_retention_hours),
+            )
         else:
             table.vacuum = FileChange()
 
@@ -534,12 +537,12 @@ def oldest_tombstone(spark: SparkSession, path: str, cutoff_ms: float) -> int | 
     return -1 if row is None or row["oldest"] is None else int(row["oldest"])
 
 
-def _vacuum(spark: SparkSession, path: str, hours: float) -> FileChange:
+def _vacuum(spark: SparkSession, warehouse: str, name: str, hours: float) -> FileChange:
     """VACUUM, and what it deleted as Delta logged it (``VACUUM START``/``VACUUM END`` commits)."""
     from delta.tables import DeltaTable
 
-    table = DeltaTable.forPath(spark, path)
-    since = int(_delta_log(spark, path)[1].version())  # the log's listing, not a history frame
+    table = DeltaTable.forPath(spark, table_path(warehouse, name))
+    since = latest_version(spark, warehouse, name)
     table.vacuum(hours)
     rows = [row for row in commits_after(table, since) if row["operation"] in ("VACUUM START", "VACUUM END")]
     change = FileChange()
