@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 from jobs.platform.config import load_config
 from jobs.platform.errors import AckstateError
-from jobs.platform.java import QUICK_JIT
+from jobs.platform.java import prefer_quick_jit
 from jobs.platform.logs import configure_logging
 
 
@@ -108,10 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         args.config = load_config(args.conf)
         args.warehouse = args.config.warehouse(args.warehouse)
-        if args.command in SHORT_LIVED and "spark.driver.extraJavaOptions" not in args.config.spark:
+        if args.command in SHORT_LIVED:
             # a query that runs for seconds gains more from a JVM that starts fast (C1 only) than
-            # from the optimising compiler; the user's own driver options win
-            args.config.spark["spark.driver.extraJavaOptions"] = QUICK_JIT
+            # from the optimising compiler (an ingest decides for itself: jobs.ingest.query)
+            prefer_quick_jit(args.config.spark)
         if args.command in INTERPRETED_COMMANDS and not INTERPRETED_QUERIES.keys() & args.config.spark.keys():
             # compiling the code of queries that each run once costs more than it saves
             args.config.spark.update(INTERPRETED_QUERIES)

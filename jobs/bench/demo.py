@@ -15,9 +15,10 @@ import time
 from engine import EngineSettings
 from jobs.bench.generate import generate
 from jobs.ingest.options import IngestOptions
-from jobs.ingest.query import end_heartbeat, start_ingest
+from jobs.ingest.query import end_heartbeat, is_short_ingest, start_ingest
 from jobs.platform import locations, progress
 from jobs.platform.errors import IngestError
+from jobs.platform.java import prefer_quick_jit
 from jobs.platform.tables import read_table
 
 log = logging.getLogger("ackstate.demo")
@@ -53,10 +54,12 @@ def run(args: argparse.Namespace) -> int:
             f"{summary.partitions} topic partitions, {summary.subscriptions} subscriptions"
         )
 
-    spark = get_spark(args.config)
     options = IngestOptions(
         source=str(out), warehouse=args.warehouse, settings=EngineSettings.from_config(args.config.engine)
     )
+    if is_short_ingest(options):  # the default 100,000 events are: C1 alone, as for `ingest`
+        prefer_quick_jit(args.config.spark)
+    spark = get_spark(args.config)
     query = start_ingest(spark, options)
     query.awaitTermination()
     end_heartbeat(query)

@@ -14,6 +14,11 @@ names the setup command.
 metadata, no functions worker, no stream storage) on 127.0.0.1 with free ports, optionally with
 the ackstate interceptor loaded. The tests use it as the judge of ackstate's answers and as the
 source of its events; ``ackstate bench --interceptor`` uses it to measure the plugin's cost.
+
+The setup also dumps a class data sharing archive of the broker (``ensure_broker_archive``, in
+the cache's ``cds/`` beside the driver's, ``jobs.platform.cds``), which every later broker start
+maps: a standalone loads and verifies some 15,000 classes before it answers, the most of its
+start's CPU on two cores, and the suite starts several brokers.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import logging
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -31,9 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jobs.platform.cds import ARCHIVE_DIR, ARCHIVE_OPTIONS, QUIET_JVM_LOG
 from jobs.platform.config import conf_dir
 from jobs.platform.errors import BrokerStartError, PulsarSetupError
 from jobs.platform.jars import display_path, jars_root
+from jobs.platform.java import QUICK_JIT, java_version_text, require_java
 from jobs.platform.maven import cached_files, install_entry, resolve_pom, run_maven
 from jobs.platform.processes import free_port, stop_process
 
@@ -98,6 +106,59 @@ def find_interceptor_nar(root: str | Path | None = None) -> Path:
     return files[0]
 
 
+def broker_archive_path(root: str | Path | None = None) -> Path:
+    """Where the broker's class archive for this JDK and these broker jars is (whether it exists
+    or not). An archive fits one class path and one JDK: the name is a digest of both, so a
+    broker started after the jars or the JDK changed finds none, and starts as it would without."""
+    java = require_java()
+    digest = hashlib.sha256()
+    digest.update(str(java.resolve()).encode())
+    digest.update(java_version_text(java).encode())
+    for jar in sorted(pulsar_lib(root).glob("*.jar")):
+        stat = jar.stat()
+        digest.update(f"{jar.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return jars_root(root) / ARCHIVE_DIR / f"pulsar-{digest.hexdigest()[:16]}.jsa"
+
+
+def ensure_broker_archive(root: str | Path | None = None, force: bool = False) -> tuple[Path, float | None]:
+    """Dump the broker's class archive unless it is there; return its path and the seconds the
+    dump took (None: it was there).
+
+    A broker with the plugin is started with ``-XX:ArchiveClassesAtExit``, asked to make and
+    read a topic and a subscription (so the classes of a topic's load, a cursor and the admin
+    API are in the archive, beside those of the start), and stopped: the JVM writes the archive
+    as it exits. The archive of older jars is deleted."""
+    path = broker_archive_path(root)
+    if path.is_file() and not force:
+        return path, None
+    started = time.monotonic()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    partial.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(prefix="ackstate-broker-cds-") as tmp:
+        work = Path(tmp)
+        broker = StandaloneBroker(
+            work / "broker",
+            sink_dir=work / "events",
+            jars_dir=root,
+            java_options=(f"-XX:ArchiveClassesAtExit={partial}",),
+        )
+        with broker:
+            topic = "/admin/v2/persistent/public/default/ackstate-archive"
+            broker.admin(topic, method="PUT")
+            broker.admin(f"{topic}/subscription/archive", method="PUT")
+            broker.admin(f"{topic}/stats")
+            broker.admin(f"{topic}/internalStats")
+        if not partial.is_file():
+            shutil.copy2(broker.log_file, path.with_suffix(".log"))
+            raise PulsarSetupError(f"the broker wrote no class archive; see {path.with_suffix('.log')}")
+    partial.replace(path)
+    for old in path.parent.glob("pulsar-*.jsa"):
+        if old != path:
+            old.unlink(missing_ok=True)
+    return path, time.monotonic() - started
+
+
 @dataclass(frozen=True)
 class PulsarSetup:
     lib: Path
@@ -150,6 +211,11 @@ class StandaloneBroker:
     ``kafka_servers`` loads it with its Kafka sink instead, writing to ``kafka_topic``. ``conf``
     adds broker.conf lines (Pulsar's camelCase names). ``restart()`` keeps the data (a broker
     restart in the middle of a scenario); ``start()`` wipes it.
+
+    The JVM maps the broker's class archive when the setup dumped one (``ensure_broker_archive``)
+    and ``java_options`` do not choose otherwise. ``quick_jit`` runs the C1 compiler only
+    (``QUICK_JIT``): a broker that serves a test for a minute never repays what the optimising
+    compiler spends on two cores (README, "Tests"); a broker that is measured keeps both.
     """
 
     workdir: Path
@@ -159,6 +225,8 @@ class StandaloneBroker:
     conf: dict[str, str] = field(default_factory=dict)
     heap: str = "1g"
     jars_dir: str | Path | None = None
+    quick_jit: bool = False
+    java_options: tuple[str, ...] = ()
     admin_token: str | None = field(default=None, repr=False)
     """Sent as ``Authorization: Bearer`` by ``admin()``: a broker with token authentication."""
     broker_port: int = field(default_factory=free_port)
@@ -220,9 +288,10 @@ class StandaloneBroker:
             self.sink_dir.mkdir(parents=True, exist_ok=True)
         conf = self._write_conf()
         cmd = [
-            "java",
+            str(require_java()),
             f"-Xmx{self.heap}",
             "-XX:+UseG1GC",
+            *self.launch_options(),
             "--add-opens",
             "java.base/jdk.internal.platform=ALL-UNNAMED",
             "-Dpulsar.log.level=info",
@@ -265,6 +334,18 @@ class StandaloneBroker:
         raise BrokerStartError(
             f"the standalone broker did not come up in {timeout:.0f} s; see {self.log_file}"
         )
+
+    def launch_options(self) -> list[str]:
+        """The JVM options beside the heap and the collector: ``java_options``, C1 only with
+        ``quick_jit``, and the class archive unless ``java_options`` chose what to do with one."""
+        options = [*self.java_options]
+        if self.quick_jit:
+            options.append(QUICK_JIT)
+        if not any(option.startswith(ARCHIVE_OPTIONS) for option in self.java_options):
+            archive = broker_archive_path(self.jars_dir)
+            if archive.is_file():
+                options += [f"-XX:SharedArchiveFile={archive}", *QUIET_JVM_LOG]
+        return options
 
     def stop(self, timeout: float = 60.0) -> None:
         """SIGTERM (Pulsar's shutdown hook unloads topics and closes the plugin), then SIGKILL."""

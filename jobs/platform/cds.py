@@ -45,10 +45,11 @@ KEEP_ARCHIVES = 3
 """Archives kept in the jar cache: one per virtual environment that started a session or ran
 ``ackstate setup`` lately (``drop_old_archives``)."""
 
-_OWN_OPTIONS = ("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit", "-Xshare")
-"""Options by which a caller already chose what the JVM does with archives."""
+ARCHIVE_OPTIONS = ("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit", "-Xshare")
+"""Options by which a caller already chose what the JVM does with archives: no archive is
+added to a launch that has one (here, and for the broker in ``jobs.platform.broker``)."""
 
-_QUIET = ("-Xlog:disable", "-Xlog:all=warning:stderr")
+QUIET_JVM_LOG = ("-Xlog:disable", "-Xlog:all=warning:stderr")
 """The JVM's own warnings (a stale archive, say) to stderr instead of stdout."""
 
 
@@ -95,11 +96,11 @@ def driver_launch(
         return DriverLaunch(None, (), None)
     options = [f"-Dlog4j2.configurationFile={shlex.quote(str(conf_dir() / 'log4j2.properties'))}"]
     archive: Path | None = None
-    if not any(option in java_options for option in _OWN_OPTIONS):
+    if not any(option in java_options for option in ARCHIVE_OPTIONS):
         candidate = archive_path(java, extra_class_path, root)
         if candidate.is_file():
             archive = candidate
-            options += [f"-XX:SharedArchiveFile={shlex.quote(str(candidate))}", *_QUIET]
+            options += [f"-XX:SharedArchiveFile={shlex.quote(str(candidate))}", *QUIET_JVM_LOG]
             mark_used(candidate)
     return DriverLaunch(str(ours), tuple(options), archive)
 

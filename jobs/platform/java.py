@@ -31,6 +31,12 @@ faster on two cores than C1 and C2 together. Not for a JVM that runs for minutes
 the test suite's session): there the optimising compiler pays for itself."""
 
 
+def prefer_quick_jit(spark_conf: dict[str, str]) -> None:
+    """Start the local driver with ``QUICK_JIT``, unless the user's own driver options are set:
+    theirs win, whatever they say."""
+    spark_conf.setdefault("spark.driver.extraJavaOptions", QUICK_JIT)
+
+
 def require_java() -> Path:
     """The ``java`` Spark will run, found as Spark's launcher finds it; or a clear error."""
     java_home = os.environ.get("JAVA_HOME")

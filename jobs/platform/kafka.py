@@ -22,6 +22,7 @@ from pathlib import Path
 from jobs.platform.config import conf_dir
 from jobs.platform.errors import KafkaSetupError
 from jobs.platform.jars import display_path, jars_root
+from jobs.platform.java import QUICK_JIT, require_java
 from jobs.platform.maven import cached_files, resolve_pom
 from jobs.platform.processes import free_port, stop_process
 
@@ -87,10 +88,15 @@ def new_cluster_id() -> str:
 
 @dataclass
 class KafkaServer:
-    """Kafka in KRaft mode on 127.0.0.1, in ``workdir``, stopped by its process id."""
+    """Kafka in KRaft mode on 127.0.0.1, in ``workdir``, stopped by its process id.
+
+    ``quick_jit`` runs the server with the C1 compiler only (``QUICK_JIT``), as a server that
+    carries a test's few thousand records for a minute is best run on two cores; the storage
+    tool, which runs for a second, always is."""
 
     workdir: Path
     heap: str = "512m"
+    quick_jit: bool = False
     partitions: int = 1
     """How many partitions a topic made on first use gets (``num.partitions``)."""
     jars_dir: str | Path | None = None
@@ -107,11 +113,12 @@ class KafkaServer:
     def log_file(self) -> Path:
         return self.workdir / "kafka.log"
 
-    def _java(self, main: str, *args: str) -> list[str]:
+    def _java(self, main: str, *args: str, quick_jit: bool) -> list[str]:
         lib = find_kafka_lib(self.jars_dir)
         return [
-            "java",
+            str(require_java()),
             f"-Xmx{self.heap}",
+            *([QUICK_JIT] if quick_jit else []),
             f"-Dlog4j.configuration=file:{self.workdir / 'log4j.properties'}",
             "-cp",
             f"{lib}/*",
@@ -160,7 +167,7 @@ class KafkaServer:
         args = ["format", f"--cluster-id={self.cluster_id}", "-c", str(conf)]
         with self.log_file.open("ab") as fh:
             done = subprocess.run(
-                self._java("kafka.tools.StorageTool", *args),
+                self._java("kafka.tools.StorageTool", *args, quick_jit=True),
                 stdout=fh,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -175,7 +182,7 @@ class KafkaServer:
         conf = self.format_storage()
         fh = self.log_file.open("ab")
         self.process = subprocess.Popen(
-            self._java("kafka.Kafka", str(conf)),
+            self._java("kafka.Kafka", str(conf), quick_jit=self.quick_jit),
             cwd=self.workdir,
             stdout=fh,
             stderr=subprocess.STDOUT,

@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jobs.platform.broker import PULSAR_VERSION, ensure_pulsar
+from jobs.platform.broker import PULSAR_VERSION, ensure_broker_archive, ensure_pulsar
 from jobs.platform.cds import ensure_archive
 from jobs.platform.config import AckstateConfig
-from jobs.platform.errors import SparkUnavailableError
+from jobs.platform.errors import BrokerStartError, PulsarSetupError, SparkUnavailableError
 from jobs.platform.jars import (
     JARS_DIR_ENV,
     display_path,
@@ -208,4 +208,17 @@ def setup_command(args: Any) -> int:
         print(f"ackstate setup: {what} ({done} in {result.seconds:.1f} s)")
     else:
         print(f"ackstate setup: {what} already there")
+    setup_broker_archive(args)
     return 0
+
+
+def setup_broker_archive(args: Any) -> None:
+    """Dump the broker's class archive (``jobs.platform.broker.ensure_broker_archive``). Like
+    the driver's, a failed dump costs speed, not function: setup goes on with a line that says so."""
+    try:
+        path, seconds = ensure_broker_archive(args.jars_dir, force=args.force)
+    except (PulsarSetupError, BrokerStartError, OSError) as exc:
+        print(f"ackstate setup: no class archive for the Pulsar broker ({exc}); brokers start without one")
+        return
+    took = "already there" if seconds is None else f"dumped in {seconds:.1f} s"
+    print(f"ackstate setup: class archive for the Pulsar broker {display_path(path)} {took}")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pyspark
 
+from jobs.platform.java import QUICK_JIT
 from jobs.platform.processes import free_port, stop_process
 
 SPARK_HOME = Path(pyspark.__file__).parent
@@ -45,6 +46,10 @@ class StandaloneCluster:
             "SPARK_HOME": str(SPARK_HOME),
             "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_DAEMON_MEMORY": "512m",
+            # the daemons only place and watch executors, and spark-class's launcher runs for a
+            # second: C1 alone starts them with less of the two cores the test needs
+            "SPARK_DAEMON_JAVA_OPTS": QUICK_JIT,
+            "SPARK_LAUNCHER_OPTS": QUICK_JIT,
             "PYSPARK_PYTHON": sys.executable,
         }
         with (self.workdir / f"{name}.log").open("ab") as log:

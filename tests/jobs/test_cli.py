@@ -14,6 +14,7 @@ import pytest
 from jobs import cli
 from jobs.cli import COMMANDS, Command, main
 from jobs.platform.errors import SparkUnavailableError
+from jobs.platform.java import QUICK_JIT
 
 CONTRACT_COMMANDS = [
     "setup",
@@ -156,7 +157,7 @@ def test_short_lived_commands_start_a_quick_session(
     monkeypatch.setitem(COMMANDS, command, Command("ackstate_fake_command:run", "x"))
     argv = {"ingest": ["--source", "in"], "sql": ["SELECT 1"]}.get(command, [])
     assert main([command, *argv, "--warehouse", str(tmp_path)]) == 0
-    assert (seen[0].get("spark.driver.extraJavaOptions") == cli.QUICK_JIT) is quick_jit
+    assert (seen[0].get("spark.driver.extraJavaOptions") == QUICK_JIT) is quick_jit
     assert {k: seen[0][k] for k in cli.INTERPRETED_QUERIES.keys() & seen[0].keys()} == (
         cli.INTERPRETED_QUERIES if interpreted else {}
     )

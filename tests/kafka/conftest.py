@@ -16,5 +16,5 @@ from jobs.platform.kafka import KafkaServer
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaServer]:
-    with KafkaServer(tmp_path_factory.mktemp("kafka")) as server:
+    with KafkaServer(tmp_path_factory.mktemp("kafka"), quick_jit=True) as server:
         yield server

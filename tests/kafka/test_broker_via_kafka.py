@@ -74,7 +74,7 @@ def snapshot(spark: SparkSession, run: Run, kafka: KafkaServer, warehouse: Path)
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaServer]:
     """A server whose new topics have three partitions."""
-    with KafkaServer(tmp_path_factory.mktemp("kafka"), partitions=3) as server:
+    with KafkaServer(tmp_path_factory.mktemp("kafka"), partitions=3, quick_jit=True) as server:
         yield server
 
 
@@ -85,7 +85,11 @@ def via_kafka(
     root = tmp_path_factory.mktemp("via-kafka")
     warehouse = root / "warehouse"
     broker = StandaloneBroker(
-        root / "broker", kafka_servers=kafka.bootstrap_servers, kafka_topic=TOPIC, conf=BROKER_CONF
+        root / "broker",
+        kafka_servers=kafka.bootstrap_servers,
+        kafka_topic=TOPIC,
+        conf=BROKER_CONF,
+        quick_jit=True,
     )
     with broker:
         make_dedup_namespace(broker)

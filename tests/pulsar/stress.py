@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in range(args.rounds):
         root = Path(tempfile.mkdtemp(prefix="ackstate-stress-"))
         sink, warehouse = root / "events", root / "warehouse"
-        with StandaloneBroker(root / "broker", sink_dir=sink, conf=BROKER_CONF) as broker:
+        with StandaloneBroker(root / "broker", sink_dir=sink, conf=BROKER_CONF, quick_jit=True) as broker:
             make_dedup_namespace(broker)
             judged = judge(spark, Run(broker, prefix=f"r{n}"), (play,), sink, warehouse)
         found = [

@@ -72,7 +72,7 @@ def second_half(run: Run, consumers: list[pulsar.Consumer]) -> None:
 def bootstrapped(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JudgedRun]:
     root = tmp_path_factory.mktemp("bootstrapped")
     before, sink, warehouse = root / "events-before", root / "events", root / "warehouse"
-    with StandaloneBroker(root / "broker", sink_dir=before, conf=BROKER_CONF) as broker:
+    with StandaloneBroker(root / "broker", sink_dir=before, conf=BROKER_CONF, quick_jit=True) as broker:
         run = Run(broker, prefix="bootstrap")
         try:
             run.scenario = "boot"
@@ -176,7 +176,7 @@ def test_bootstrap_with_a_token_and_a_wrong_one(
     topic = "persistent://public/default/secured"
     warehouse = tmp_path / "warehouse"
     caplog.set_level(logging.DEBUG)
-    with StandaloneBroker(tmp_path / "broker", conf=conf, admin_token=token) as broker:
+    with StandaloneBroker(tmp_path / "broker", conf=conf, admin_token=token, quick_jit=True) as broker:
         broker.admin("/admin/v2/persistent/public/default/secured", "PUT")
         broker.admin("/admin/v2/persistent/public/default/secured/subscription/audit", "PUT", {})
         wrong = _jwt("admin", os.urandom(32))

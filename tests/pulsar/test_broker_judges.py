@@ -121,7 +121,7 @@ def judge(
 def judged(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JudgedRun]:
     root = tmp_path_factory.mktemp("judged")
     sink, warehouse = root / "events", root / "warehouse"
-    with StandaloneBroker(root / "broker", sink_dir=sink, conf=BROKER_CONF) as broker:
+    with StandaloneBroker(root / "broker", sink_dir=sink, conf=BROKER_CONF, quick_jit=True) as broker:
         make_dedup_namespace(broker)
         judged = judge(spark, Run(broker, prefix="judge"), scenarios.SCENARIOS, sink, warehouse)
     yield judged
@@ -156,7 +156,7 @@ def restarted(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> 
     # every ack persisted at once (Pulsar limits it to one mark-delete a second): what the killed
     # broker recovers is what it had applied
     conf = {**BROKER_CONF, "managedLedgerDefaultMarkDeleteRateLimit": "0"}
-    with StandaloneBroker(root / "broker", sink_dir=sink, conf=conf) as broker:
+    with StandaloneBroker(root / "broker", sink_dir=sink, conf=conf, quick_jit=True) as broker:
         restarted = judge(
             spark, Run(broker, prefix="restart"), (scenarios.restart_in_the_middle,), sink, warehouse
         )

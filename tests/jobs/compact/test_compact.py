@@ -31,6 +31,7 @@ from jobs.compact.compaction import (
     PartitionTrim,
     compact,
 )
+from jobs.platform.java import QUICK_JIT
 from jobs.platform.tables import read_table, table_path
 from schemas.tables import TABLES
 from tests.jobs.warehouse import (
@@ -595,7 +596,9 @@ def test_compaction_during_ingest_loses_nothing(spark, demo, tmp_path):
         "1",
     ]
     conf = tmp_path / "ingest.toml"
-    conf.write_text('[spark]\ndriver.memory = "2g"\n')  # a second JVM beside the tests' own
+    # a second JVM beside the tests' own; a few batches, so C1 alone, as a short ingest gets it
+    # (jobs.ingest.query.SHORT_INGEST_BYTES: the continuous trigger keeps both compilers)
+    conf.write_text(f'[spark]\ndriver.memory = "2g"\ndriver.extraJavaOptions = "{QUICK_JIT}"\n')
     cmd += ["--conf", str(conf)]
     log_path = tmp_path / "ingest.log"
     with log_path.open("w") as log_file:

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from jobs.cli import main
 from jobs.ingest.options import IngestOptions, interpreted_rows, single_partition_rows, write_mode
+from jobs.ingest.query import SHORT_INGEST_BYTES, is_short_ingest
 from jobs.platform.config import ConfigError, load_config
 from jobs.platform.errors import IngestError
+from jobs.platform.java import QUICK_JIT
 
 
 def _conf(tmp_path: Path, text: str) -> Path:
@@ -51,3 +57,53 @@ def test_write_mode_is_rewrite_unless_merge_is_asked_for(tmp_path: Path) -> None
     assert write_mode(load_config(_conf(tmp_path, '[ingest]\nwrite_mode = "merge"\n'))) == "merge"
     with pytest.raises(IngestError, match=r"write_mode = 'append': use one of rewrite, merge"):
         write_mode(load_config(_conf(tmp_path, '[ingest]\nwrite_mode = "append"\n')))
+
+
+def test_a_short_ingest_is_available_now_over_a_small_local_directory(tmp_path: Path) -> None:
+    """Only a run known to end soon gets the C1 compiler alone (``SHORT_INGEST_BYTES``)."""
+    source = tmp_path / "events"
+    source.mkdir()
+    (source / "a.jsonl").write_bytes(b"{}\n" * 10)
+    short = IngestOptions(source=str(source), warehouse="w")
+    assert is_short_ingest(short)
+    assert not is_short_ingest(replace(short, trigger="continuous"))
+    assert not is_short_ingest(replace(short, format="delta"))
+    assert not is_short_ingest(replace(short, source="s3a://bucket/events"))
+    # Spark's file source skips `_` and `.` directories (its own metadata): so does the count
+    metadata = source / "_spark_metadata"
+    metadata.mkdir()
+    (metadata / "0").touch()
+    os.truncate(metadata / "0", SHORT_INGEST_BYTES + 1)  # sparse: its size, not its blocks
+    assert is_short_ingest(short)
+    (source / "b.jsonl").touch()
+    os.truncate(source / "b.jsonl", SHORT_INGEST_BYTES)
+    assert not is_short_ingest(short)
+
+
+@pytest.mark.parametrize(
+    ("argv", "conf", "quick"),
+    [
+        (["--trigger", "available-now"], "", True),
+        (["--trigger", "continuous"], "", False),
+        (["--trigger", "available-now"], '[spark]\n"driver.extraJavaOptions" = "-Xss4m"\n', False),
+    ],
+)
+def test_the_ingest_command_starts_a_short_ingest_with_c1_alone(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, argv: list[str], conf: str, quick: bool
+) -> None:
+    """What ``ackstate ingest`` asks of the session it starts; the user's driver options win."""
+    from jobs.platform import session
+
+    seen: list[dict[str, str]] = []
+
+    def get_spark(config: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(dict(config.spark))
+        raise IngestError("stopped where the session would start")
+
+    monkeypatch.setattr(session, "get_spark", get_spark)
+    source = tmp_path / "events"
+    source.mkdir()
+    own = ["--conf", str(_conf(tmp_path, conf))] if conf else []
+    assert main(["ingest", "--source", str(source), "--warehouse", str(tmp_path / "w"), *argv, *own]) == 2
+    options = seen[0].get("spark.driver.extraJavaOptions")
+    assert (options == QUICK_JIT) is quick

@@ -12,6 +12,7 @@ import pytest
 from jobs.platform import broker
 from jobs.platform.broker import find_interceptor_nar, find_pulsar_lib
 from jobs.platform.errors import PulsarSetupError
+from jobs.platform.java import QUICK_JIT
 from jobs.platform.maven import MANIFEST
 
 
@@ -80,3 +81,28 @@ def test_an_admin_call_waits_only_its_timeout_for_an_answer(tmp_path: Path) -> N
         with pytest.raises(TimeoutError):
             local.admin("/admin/v2/namespaces/public", quiet=True, timeout=0.5)
         assert time.monotonic() - began < 10 < broker.ADMIN_TIMEOUT_SECONDS
+
+
+def test_a_broker_maps_the_archive_unless_its_options_choose(tmp_path: Path) -> None:
+    """The archive is added when it exists; a launch that dumps one (the setup's) gets none."""
+    local = broker.StandaloneBroker(tmp_path / "b", jars_dir=tmp_path)
+    assert not any("SharedArchiveFile" in option for option in local.launch_options())
+    archive = broker.broker_archive_path(tmp_path)
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"x")
+    assert f"-XX:SharedArchiveFile={archive}" in local.launch_options()
+    dumping = broker.StandaloneBroker(
+        tmp_path / "d", jars_dir=tmp_path, java_options=("-XX:ArchiveClassesAtExit=/x.jsa",)
+    )
+    assert dumping.launch_options() == ["-XX:ArchiveClassesAtExit=/x.jsa"]
+    quick = broker.StandaloneBroker(tmp_path / "q", jars_dir=tmp_path, quick_jit=True)
+    assert QUICK_JIT in quick.launch_options()
+
+
+def test_the_archive_of_other_jars_is_not_found(tmp_path: Path) -> None:
+    """An archive fits one class path: jars changed by a new setup name another archive."""
+    _entry(broker.pulsar_lib(tmp_path), ["a.jar", "b.jar"])
+    before = broker.broker_archive_path(tmp_path)
+    assert before == broker.broker_archive_path(tmp_path)
+    (broker.pulsar_lib(tmp_path) / "b.jar").write_bytes(b"longer")
+    assert broker.broker_archive_path(tmp_path) != before
