@@ -217,7 +217,7 @@ def setup_broker_archive(args: Any) -> None:
     the driver's, a failed dump costs speed, not function: setup goes on with a line that says so."""
     try:
         path, seconds = ensure_broker_archive(args.jars_dir, force=args.force)
-    except (PulsarSetupError, BrokerStartError, OSError) as exc:
+    except (PulsarSetupError, BrokerStartError, SparkUnavailableError, OSError) as exc:
         print(f"ackstate setup: no class archive for the Pulsar broker ({exc}); brokers start without one")
         return
     took = "already there" if seconds is None else f"dumped in {seconds:.1f} s"
