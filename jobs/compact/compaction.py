@@ -60,6 +60,7 @@ from engine.topic import complete_name, partition_name
 from jobs.platform import locations
 from jobs.platform.delta_writer import DeltaWriter
 from jobs.platform.errors import CompactError
+from jobs.platform.java import prefer_quick_jit
 from jobs.platform.retry import DEFAULT_ATTEMPTS, retry_on_conflict
 from jobs.platform.session import session_settings
 from jobs.platform.tables import current_snapshot, delta_log, latest_version, local_frame, table_path
@@ -935,11 +936,24 @@ class LedgerTrimmer:
 
 
 # ---- command line ---------------------------------------------------------------------------
+SMALL_WAREHOUSE_BYTES = 64 * 2**20
+"""``ackstate compact`` of a local warehouse whose files (tables, checkpoints, everything under
+it) hold at most this many bytes starts its driver with the C1 compiler alone
+(``jobs.platform.java.QUICK_JIT``), as the short-lived commands do: its work is a few small
+Spark jobs per table, over before C2's compiles pay for themselves on two cores. The demo's
+warehouse (0.9 MB), copied and compacted twice in new processes, alternated (2026-12-07): the
+first run 41.4 and 44.3 → 35.5 and 36.0 s, the second 19.8 and 23.2 → 17.0 and 18.8 s. No
+larger warehouse was measured; the bound leaves a margin of seventy times that one, and a
+warehouse past it, or on S3, keeps both compilers."""
+
+
 def run(args: argparse.Namespace) -> int:
     """``ackstate compact``."""
     from jobs.platform.session import get_spark
 
     options = CompactOptions.from_args(args)
+    if locations.holds_at_most(options.warehouse, SMALL_WAREHOUSE_BYTES):
+        prefer_quick_jit(args.config.spark)
     spark = get_spark(args.config)
     refuse_beside_live_ingest(spark, options.warehouse)
     report = compact(spark, options)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -200,19 +199,9 @@ def is_short_ingest(options: IngestOptions) -> bool:
     over a local directory of JSON Lines that small. Every file under it counts, those an earlier
     run already took too, so a directory that grew past it is not short however little is new;
     a URI, a Delta table or a Kafka topic is not listed and is not short."""
-    if options.trigger != "available-now" or options.format != "json" or locations.is_uri(options.source):
+    if options.trigger != "available-now" or options.format != "json":
         return False
-    total = 0
-    for root, dirs, files in os.walk(options.source):
-        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]  # as Spark's file source skips
-        for name in files:
-            try:
-                total += os.stat(os.path.join(root, name)).st_size
-            except OSError:  # gone since it was listed
-                continue
-            if total > SHORT_INGEST_BYTES:
-                return False
-    return True
+    return locations.holds_at_most(options.source, SHORT_INGEST_BYTES, skip_hidden=True)
 
 
 def command_settings(args: argparse.Namespace) -> EngineSettings:

@@ -13,6 +13,7 @@ exactly the storage, credentials and endpoint Spark's own reads and writes use.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,27 @@ def resolve(location: str | Path) -> Location:
     if scheme(text) == "file":
         text = unquote(urlparse(text).path)
     return str(Path(text).expanduser().absolute())
+
+
+def holds_at_most(location: str | Path, limit: int, *, skip_hidden: bool = False) -> bool:
+    """Whether the files under a local directory add up to at most ``limit`` bytes (a missing
+    directory holds none); False for a URI, which is not listed. ``skip_hidden``: leave out
+    directories whose name starts with ``_`` or ``.``, as Spark's file source does. Stops
+    counting as soon as the limit is passed."""
+    if is_uri(location):
+        return False
+    total = 0
+    for root, dirs, files in os.walk(resolve(location)):
+        if skip_hidden:
+            dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        for name in files:
+            try:
+                total += os.stat(os.path.join(root, name)).st_size
+            except OSError:  # gone since it was listed
+                continue
+            if total > limit:
+                return False
+    return True
 
 
 def join(base: str | Path, *names: str) -> Location:

@@ -6,15 +6,23 @@ The Spark side of each is in tests/jobs (compact/test_compact.py, read/test_sql.
 from __future__ import annotations
 
 import argparse
+import os
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from jobs.cli import build_parser
-from jobs.compact.compaction import DELTA_MIN_RETENTION_HOURS, CompactOptions, LedgerTrim
+from jobs.cli import build_parser, main
+from jobs.compact.compaction import (
+    DELTA_MIN_RETENTION_HOURS,
+    SMALL_WAREHOUSE_BYTES,
+    CompactOptions,
+    LedgerTrim,
+)
 from jobs.platform.config import load_config
 from jobs.platform.errors import CompactError
+from jobs.platform.java import QUICK_JIT
 from jobs.platform.retry import is_conflict, retry_on_conflict
 from jobs.read.report import Series, bucket_redeliveries, build_series, render_html, render_png, spread
 from jobs.read.sql import format_table, split_statements, tables_named
@@ -258,3 +266,25 @@ def test_the_chart_renders_even_without_data(tmp_path):
     assert png_size(empty) == (1200, 900)
     page = render_html(png, series, title="t <x>", facts={"warehouse": "/w"})
     assert "data:image/png;base64," in page and "t &lt;x&gt;" in page and "<td>t s</td>" in page
+
+
+@pytest.mark.parametrize(("warehouse_bytes", "quick"), [(1000, True), (SMALL_WAREHOUSE_BYTES + 1, False)])
+def test_compaction_of_a_small_local_warehouse_starts_with_c1_alone(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, warehouse_bytes: int, quick: bool
+) -> None:
+    """What ``ackstate compact`` asks of the session it starts (``SMALL_WAREHOUSE_BYTES``)."""
+    from jobs.platform import session
+
+    seen: list[dict[str, str]] = []
+
+    def get_spark(config: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(dict(config.spark))
+        raise CompactError("stopped where the session would start")
+
+    monkeypatch.setattr(session, "get_spark", get_spark)
+    table = tmp_path / "warehouse" / "cursors"
+    table.mkdir(parents=True)
+    (table / "part-0.parquet").touch()
+    os.truncate(table / "part-0.parquet", warehouse_bytes)  # sparse: its size, not its blocks
+    assert main(["compact", "--warehouse", str(tmp_path / "warehouse")]) == 2
+    assert (seen[0].get("spark.driver.extraJavaOptions") == QUICK_JIT) is quick

@@ -99,3 +99,13 @@ def test_commands_that_write_locally_refuse_a_uri(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert what in err and "s3a://bucket/" in err
+
+
+def test_holds_at_most_counts_the_files_under_a_local_directory(tmp_path: Path) -> None:
+    assert locations.holds_at_most(tmp_path / "missing", 0)
+    (tmp_path / "a").write_bytes(b"x" * 10)
+    (tmp_path / "_meta").mkdir()
+    (tmp_path / "_meta" / "b").write_bytes(b"x" * 10)
+    assert locations.holds_at_most(tmp_path, 20) and not locations.holds_at_most(tmp_path, 19)
+    assert locations.holds_at_most(tmp_path, 10, skip_hidden=True)
+    assert not locations.holds_at_most("s3a://bucket/wh", 2**60)  # not listed: not known small
