@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs.platform.cds import ARCHIVE_DIR, ARCHIVE_OPTIONS, QUIET_JVM_LOG
+from jobs.platform.cds import ARCHIVE_DIR, ARCHIVE_OPTIONS, QUIET_JVM_LOG, archive_name
 from jobs.platform.config import conf_dir
 from jobs.platform.errors import BrokerStartError, PulsarSetupError
 from jobs.platform.jars import display_path, jars_root
-from jobs.platform.java import QUICK_JIT, java_version_text, require_java
+from jobs.platform.java import QUICK_JIT, require_java
 from jobs.platform.maven import cached_files, install_entry, resolve_pom, run_maven
 from jobs.platform.processes import free_port, stop_process
 
@@ -110,14 +110,7 @@ def broker_archive_path(root: str | Path | None = None) -> Path:
     """Where the broker's class archive for this JDK and these broker jars is (whether it exists
     or not). An archive fits one class path and one JDK: the name is a digest of both, so a
     broker started after the jars or the JDK changed finds none, and starts as it would without."""
-    java = require_java()
-    digest = hashlib.sha256()
-    digest.update(str(java.resolve()).encode())
-    digest.update(java_version_text(java).encode())
-    for jar in sorted(pulsar_lib(root).glob("*.jar")):
-        stat = jar.stat()
-        digest.update(f"{jar.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
-    return jars_root(root) / ARCHIVE_DIR / f"pulsar-{digest.hexdigest()[:16]}.jsa"
+    return jars_root(root) / ARCHIVE_DIR / archive_name("pulsar", require_java(), pulsar_lib(root))
 
 
 def ensure_broker_archive(root: str | Path | None = None, force: bool = False) -> tuple[Path, float | None]:

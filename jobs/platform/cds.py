@@ -72,17 +72,25 @@ def empty_conf_dir(root: str | Path | None = None) -> Path:
     return path
 
 
-def archive_path(java: Path, extra_class_path: str, root: str | Path | None = None) -> Path:
-    """Where the archive for this JDK, Spark and extra class path is (whether it exists or not)."""
+def archive_name(prefix: str, java: Path, jars_dir: Path, *more: str) -> str:
+    """The file name of an archive for this JDK, the jars of ``jars_dir`` (their names, sizes
+    and modification times) and ``more``: what makes a class path, which the archive fits and
+    no other. The driver's archive and the broker's (``jobs.platform.broker``) are named so."""
     digest = hashlib.sha256()
     digest.update(str(java.resolve()).encode())
     digest.update(java_version_text(java).encode())
-    for jar in sorted(spark_jars_dir().glob("*.jar")):
+    for jar in sorted(jars_dir.glob("*.jar")):
         stat = jar.stat()
         digest.update(f"{jar.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
-    digest.update(extra_class_path.encode())
-    digest.update(str(empty_conf_dir(root)).encode())
-    return jars_root(root) / ARCHIVE_DIR / f"driver-{digest.hexdigest()[:16]}.jsa"
+    for part in more:
+        digest.update(part.encode())
+    return f"{prefix}-{digest.hexdigest()[:16]}.jsa"
+
+
+def archive_path(java: Path, extra_class_path: str, root: str | Path | None = None) -> Path:
+    """Where the archive for this JDK, Spark and extra class path is (whether it exists or not)."""
+    name = archive_name("driver", java, spark_jars_dir(), extra_class_path, str(empty_conf_dir(root)))
+    return jars_root(root) / ARCHIVE_DIR / name
 
 
 def driver_launch(
