@@ -6,7 +6,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -98,3 +98,20 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
 def warehouse(tmp_path: Path) -> Path:
     """A fresh, not yet existing, warehouse directory for one test."""
     return tmp_path / "warehouse"
+
+
+@pytest.fixture
+def session_requests(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str]]:
+    """The ``[spark]`` settings each command asked ``get_spark`` for; no session starts: the call
+    raises an ``AckstateError``, so the command ends with 2 right where its session would start."""
+    from jobs.platform import session
+    from jobs.platform.errors import AckstateError
+
+    seen: list[dict[str, str]] = []
+
+    def get_spark(config: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(dict(config.spark))
+        raise AckstateError("stopped where the session would start")
+
+    monkeypatch.setattr(session, "get_spark", get_spark)
+    return seen

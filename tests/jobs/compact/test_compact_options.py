@@ -9,7 +9,6 @@ import argparse
 import os
 import struct
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -270,21 +269,12 @@ def test_the_chart_renders_even_without_data(tmp_path):
 
 @pytest.mark.parametrize(("warehouse_bytes", "quick"), [(1000, True), (SMALL_WAREHOUSE_BYTES + 1, False)])
 def test_compaction_of_a_small_local_warehouse_starts_with_c1_alone(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, warehouse_bytes: int, quick: bool
+    session_requests: list[dict[str, str]], tmp_path: Path, warehouse_bytes: int, quick: bool
 ) -> None:
     """What ``ackstate compact`` asks of the session it starts (``SMALL_WAREHOUSE_BYTES``)."""
-    from jobs.platform import session
-
-    seen: list[dict[str, str]] = []
-
-    def get_spark(config: Any, *args: Any, **kwargs: Any) -> Any:
-        seen.append(dict(config.spark))
-        raise CompactError("stopped where the session would start")
-
-    monkeypatch.setattr(session, "get_spark", get_spark)
     table = tmp_path / "warehouse" / "cursors"
     table.mkdir(parents=True)
     (table / "part-0.parquet").touch()
     os.truncate(table / "part-0.parquet", warehouse_bytes)  # sparse: its size, not its blocks
     assert main(["compact", "--warehouse", str(tmp_path / "warehouse")]) == 2
-    assert (seen[0].get("spark.driver.extraJavaOptions") == QUICK_JIT) is quick
+    assert (session_requests[0].get("spark.driver.extraJavaOptions") == QUICK_JIT) is quick

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -89,21 +88,12 @@ def test_a_short_ingest_is_available_now_over_a_small_local_directory(tmp_path: 
     ],
 )
 def test_the_ingest_command_starts_a_short_ingest_with_c1_alone(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, argv: list[str], conf: str, quick: bool
+    session_requests: list[dict[str, str]], tmp_path: Path, argv: list[str], conf: str, quick: bool
 ) -> None:
     """What ``ackstate ingest`` asks of the session it starts; the user's driver options win."""
-    from jobs.platform import session
-
-    seen: list[dict[str, str]] = []
-
-    def get_spark(config: Any, *args: Any, **kwargs: Any) -> Any:
-        seen.append(dict(config.spark))
-        raise IngestError("stopped where the session would start")
-
-    monkeypatch.setattr(session, "get_spark", get_spark)
     source = tmp_path / "events"
     source.mkdir()
     own = ["--conf", str(_conf(tmp_path, conf))] if conf else []
     assert main(["ingest", "--source", str(source), "--warehouse", str(tmp_path / "w"), *argv, *own]) == 2
-    options = seen[0].get("spark.driver.extraJavaOptions")
+    options = session_requests[0].get("spark.driver.extraJavaOptions")
     assert (options == QUICK_JIT) is quick
