@@ -75,11 +75,10 @@ def write_data_file(table_path: str, rows: pa.Table, schema: StructType) -> Data
     directory, with the table's Arrow types; None for no rows (Delta's ``writeFiles`` writes no
     file then either)."""
     import pyarrow.parquet as pq
-    from pyspark.sql.pandas.types import to_arrow_schema
 
     if rows.num_rows == 0:
         return None
-    arrow = _utc(to_arrow_schema(schema))
+    arrow = table_arrow_schema(schema)
     rows = rows.select(schema.fieldNames()).cast(arrow)
     name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
     directory = Path(locations.resolve(table_path))
@@ -237,10 +236,13 @@ def write_operation(
     return write(append, partitions, where, metadata, none, none, none, none, none)
 
 
-def _utc(arrow: pa.Schema) -> pa.Schema:
-    """``arrow`` with every timestamp in UTC: the instant is what Parquet stores."""
+def table_arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow types a table's rows are written in: Spark's for ``schema``, with every
+    timestamp in UTC (the instant is what Parquet stores)."""
     import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
 
+    arrow = to_arrow_schema(schema)
     fields = [
         f.with_type(pa.timestamp("us", tz="UTC")) if pa.types.is_timestamp(f.type) else f for f in arrow
     ]

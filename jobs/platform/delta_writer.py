@@ -63,14 +63,16 @@ class TableMerge:
     (``within``); None: unknown, so the write is a MERGE."""
     single_partition: bool = False
     """Whether the rewrite may run in one task (``within``)."""
+    keys: tuple[str, ...] | None = None
+    """The columns ``on`` matches equal (None: ``on`` is another condition)."""
 
     def on_keys(self, keys: Sequence[str]) -> TableMerge:
         """Match on ``keys`` instead of the table's key (another unique column set)."""
-        return replace(self, on=_key_condition(keys))
+        return replace(self, on=_key_condition(keys), keys=tuple(keys))
 
     def on_condition(self, condition: str) -> TableMerge:
         """Match on any condition over ``t`` (the table) and ``s`` (the source)."""
-        return replace(self, on=condition)
+        return replace(self, on=condition, keys=None)
 
     def with_app_id(self, app_id: str) -> TableMerge:
         """A second idempotent write to one table in one batch needs an app id of its own:
@@ -137,6 +139,7 @@ class TableMerge:
                     version=version,
                     tag=tag,
                     single_partition=self.single_partition,
+                    keys=self.keys,
                 ):
                     return None
             merge = (
@@ -199,7 +202,8 @@ class DeltaWriter:
 
     def merge(self, table: str, source: DataFrame) -> TableMerge:
         """A MERGE of ``source`` (alias ``s``) into ``table`` (alias ``t``) on the table's key."""
-        return TableMerge(self, table, source, _key_condition(TABLE_KEYS[table]))
+        keys = TABLE_KEYS[table]
+        return TableMerge(self, table, source, _key_condition(keys), keys=tuple(keys))
 
     def append(
         self, spark: SparkSession, table: str, rows: DataFrame | pa.Table, *, tag: str, small: bool = False

@@ -43,6 +43,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from jobs.platform import locations
 from jobs.platform.data_files import (
     file_actions,
     files_are_rows,
@@ -200,6 +201,7 @@ class FileRewrite:
         version: int | None,
         tag: str | None,
         single_partition: bool = False,
+        keys: Sequence[str] | None = None,
     ) -> bool:
         """Apply the MERGE of ``source`` (whose table columns are ``columns``: the caller has
         them, and asking a DataFrame for its columns analyses its plan) to the files holding
@@ -210,7 +212,10 @@ class FileRewrite:
         ``single_partition``: the source is small (a batch of ``[ingest] single_partition_rows``
         at most). If the files read are at most ``SINGLE_PARTITION_BYTES``, both sides are then
         read in one partition, so that the join and the write run in one task with no shuffle
-        (in a session with ``jobs.ingest.batch.SINGLE_PARTITION``) and write one file."""
+        (in a session with ``jobs.ingest.batch.SINGLE_PARTITION``) and write one file. On a
+        local table matched on ``keys`` (the columns ``on`` matches equal), that one file is
+        computed and written in the driver (``jobs.platform.arrow_merge``) where the clauses
+        allow it, with no Spark job over the files."""
         began = time.time()
         jvm = spark._jvm  # type: ignore[attr-defined]
         txn = delta_log(spark, path).startTransaction()
@@ -229,20 +234,22 @@ class FileRewrite:
         candidates = [(name, f) for name, f in known.files.items() if any(f.may_hold(key) for key in wanted)]
         txn.trackFilesRead(scala_seq(jvm, [f.add for _, f in candidates]))
         schema = TABLES[table]
-        if candidates:
-            target = spark.read.schema(schema).parquet(*[_absolute(path, name) for name, _ in candidates])
-        else:
-            target = empty_frame(spark, schema)
+        files = [_absolute(path, name) for name, _ in candidates]
         in_one_task = single_partition and sum(f.size for _, f in candidates) <= SINGLE_PARTITION_BYTES
-        if in_one_task:
-            target, source = target.coalesce(1), source.coalesce(1)
-        rows = merged(target, source, on, clauses, schema, columns)
-        planned = time.time()
-        written = None
-        if in_one_task and is_local(path):
-            written = _written_from_driver(spark, txn, path, rows, schema)
+        written, planned, by = None, time.time(), "Arrow"
+        if in_one_task and is_local(path) and keys is not None:
+            written = _merged_in_driver(spark, txn, path, table, source, files, keys, clauses, columns)
         if written is None:
-            written = scala_items(jvm, txn.writeFiles(rows._jdf))
+            by = "Spark"
+            target = spark.read.schema(schema).parquet(*files) if files else empty_frame(spark, schema)
+            if in_one_task:
+                target, source = target.coalesce(1), source.coalesce(1)
+            rows = merged(target, source, on, clauses, schema, columns)
+            planned = time.time()
+            if in_one_task and is_local(path):
+                written = _written_from_driver(spark, txn, path, rows, schema)
+            if written is None:
+                written = scala_items(jvm, txn.writeFiles(rows._jdf))
         wrote = time.time()
         now = int(time.time() * 1000)
         actions = [f.add.removeWithTimestamp(now, True) for _, f in candidates] + written
@@ -254,12 +261,14 @@ class FileRewrite:
         committed = int(txn.commit(scala_seq(jvm, actions), operation))
         self._committed(path, known, read_version, committed, candidates, written, app_id, version)
         log.debug(
-            "%s: version %d replaced %d of %d file(s) with %d: files %.2f s, write %.2f s, commit %.2f s",
+            "%s: version %d replaced %d of %d file(s) with %d (%s): "
+            "files %.2f s, write %.2f s, commit %.2f s",
             table,
             committed,
             len(candidates),
             len(known.files),
             len(written),
+            by,
             planned - began,
             wrote - planned,
             time.time() - wrote,
@@ -305,6 +314,45 @@ class FileRewrite:
             txn_versions[app_id] = version
         with self._lock:
             self._files[path] = _Files(committed, files, txn_versions)
+
+
+def _merged_in_driver(
+    spark: SparkSession,
+    txn: Any,
+    path: str,
+    table: str,
+    source: DataFrame,
+    files: list[str],
+    keys: Sequence[str],
+    clauses: Sequence[Clause],
+    columns: Sequence[str],
+) -> list[Any] | None:
+    """The ``AddFile``s of the rows the MERGE leaves, computed and written in the driver with
+    no Spark job over the files (``jobs.platform.arrow_merge``): the source's rows collected,
+    the files read with ``pyarrow.parquet``. None, with nothing written, when a clause is one
+    Arrow does not compute here or a NOT NULL column would hold a null: Spark then writes it
+    (and Delta refuses the null with its own error)."""
+    from jobs.platform import arrow_merge
+
+    schema = TABLES[table]
+    try:
+        for clause in clauses:  # refused before any row is read
+            if clause.condition is not None:
+                arrow_merge.condition(clause.condition)
+        rows = arrow_merge.merged_rows(
+            arrow_merge.read_files([locations.resolve(f) for f in files], schema),
+            source.toArrow(),
+            keys,
+            clauses,
+            schema,
+            columns,
+        )
+    except arrow_merge.Unsupported as refused:
+        log.debug("%s: rewritten by Spark: %s", table, refused)
+        return None
+    if has_null_in_required(rows, schema):
+        return None
+    return file_actions(spark, txn, path, rows, schema)
 
 
 def _written_from_driver(

@@ -4,6 +4,8 @@ topic partitions leaves the rows Delta's MERGE leaves, once per (app id, version
 from __future__ import annotations
 
 import json
+import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -56,8 +58,12 @@ def _added_files(warehouse: str) -> list[int]:
     return [sum(1 for a in actions if "add" in a) for actions in commit_actions(warehouse, "ledgers")[1:]]
 
 
-def test_a_rewrite_leaves_the_rows_a_merge_leaves(spark: SparkSession, tmp_path: Path) -> None:
-    """Also in one partition (a small batch's, ``single_partition``): one file per commit."""
+def test_a_rewrite_leaves_the_rows_a_merge_leaves(
+    spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Also in one partition (a small batch's, ``single_partition``): one file per commit,
+    computed with Arrow in the driver (``jobs.platform.arrow_merge``)."""
+    caplog.set_level(logging.DEBUG, logger="ackstate.rewrite")
     writers = _writers(spark, tmp_path, ("merge", "rewrite", "single"))
     batches = [
         [
@@ -98,6 +104,8 @@ def test_a_rewrite_leaves_the_rows_a_merge_leaves(spark: SparkSession, tmp_path:
     history = DeltaTable.forPath(spark, table_path(writers["rewrite"].warehouse, "ledgers")).history()
     assert {r["operation"] for r in history.filter("version > 0").collect()} == {"WRITE"}
     assert _added_files(writers["single"].warehouse) == [1, 1, 1]
+    ways = [m[1] for r in caplog.records if (m := re.search(r"\((Arrow|Spark)\):", r.getMessage()))]
+    assert ways == ["Spark", "Arrow"] * 3  # the rewrite by Spark, then the single one
     assert max(_added_files(writers["rewrite"].warehouse)) == 2  # two shuffle partitions
 
 
