@@ -12,7 +12,9 @@ A driver killed mid-batch on the cluster restarts to the same tables, as it does
 test runs both: ``ackstate ingest`` on the cluster is killed in its second batch, and
 spark-submit restarts it. Each driver on this cluster costs a minute or more of the suite's two
 cores (its JVM, two executors' JVMs and their Python workers; 2026-12-02: the killed run and a
-plain restart took 176 s, a third driver for spark-submit alone 63 s more).
+plain restart took 176 s, a third driver for spark-submit alone 63 s more). Every JVM of the
+test runs a few small batches and exits, so each has the C1 compiler alone (``QUICK_JIT``), as
+the cluster's daemons have (``tests/cluster/standalone.py``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pyspark.sql import SparkSession
 
 from jobs.platform.config import load_config
 from jobs.platform.jars import find_delta_jars
+from jobs.platform.java import QUICK_JIT
 from jobs.platform.tables import read_table
 from tests.cluster.standalone import SPARK_HOME, StandaloneCluster
 from tests.jobs.ingest.killed_cli import run_killed
@@ -64,6 +67,7 @@ def killed_cluster_ingest(
         'executor.memory = "1g"\n'
         "executor.cores = 1\n"
         "cores.max = 2\n"
+        f'executor.extraJavaOptions = "{QUICK_JIT}"\n'
         "sql.shuffle.partitions = 2\n"
         "databricks.delta.snapshotPartitions = 2\n"
         "sql.adaptive.enabled = false\n"
@@ -134,6 +138,8 @@ def test_a_driver_killed_mid_batch_restarts_with_spark_submit_to_the_local_table
         "--conf", f"spark.pyspark.python={python}",
         "--conf", f"spark.pyspark.driver.python={python}",
         "--conf", "spark.executor.memory=1g",
+        "--conf", f"spark.executor.extraJavaOptions={QUICK_JIT}",
+        "--conf", f"spark.driver.extraJavaOptions={QUICK_JIT}",
         "--conf", "spark.cores.max=2",
         "--conf", "spark.sql.shuffle.partitions=2",
         "--conf", "spark.databricks.delta.snapshotPartitions=2",

@@ -95,8 +95,7 @@ def via_kafka(
         make_dedup_namespace(broker)
         run = Run(broker, prefix="kafka")
         try:
-            for play in PLAYS:
-                run.play(play)
+            run.play_all(PLAYS)
             settle(run)
             connected = snapshot(spark, run, kafka, warehouse)
             for consumer in run.consumers:

@@ -99,8 +99,7 @@ def judge(
 ) -> JudgedRun:
     """Play, then take both snapshots: consumers connected, and after every one of them closed."""
     try:
-        for scenario in plays:
-            run.play(scenario)
+        run.play_all(plays)
         settle(sink, run.deadline)
         connected = snapshot(spark, run, sink, warehouse)
         for consumer in run.consumers:
