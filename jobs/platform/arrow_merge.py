@@ -22,13 +22,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.types import StructType
 
-    from jobs.platform.rewrite import Clause
+
+class Clause(Protocol):
+    """One MERGE clause as ``jobs.platform.rewrite.Clause`` holds it (named here by its shape,
+    so that this module needs nothing of the writer's)."""
+
+    kind: str
+    condition: str | None
+    columns: tuple[str, ...] | None
+
 
 _DELETE, _KEEP, _INSERT, _FIRST_UPDATE = 0, 1, 2, 3
 """Action codes of a joined row; update clause ``i`` is ``_FIRST_UPDATE + i``."""
