@@ -678,7 +678,8 @@ class BatchWriter:
 
             def write(s: SparkSession, f: _Frames, projections: list[Projection] = projections) -> None:
                 for projection in projections:
-                    self._project(s, f.out, projection, lineage, batch_id, tag, gone)
+                    rows = kinds[projection.kind].rows if projection.kind in kinds else 0
+                    self._project(s, f.out, projection, lineage, batch_id, tag, gone, rows)
 
             writes.append((table, write))
         return writes
@@ -692,17 +693,22 @@ class BatchWriter:
         batch_id: int,
         tag: str,
         gone: str | None = None,
+        source_rows: int | None = None,
     ) -> None:
         """Write one projection of the batch's UDF rows, as ``PROJECTIONS`` declares it; its
         MERGE into a table of ``SUBSCRIPTION_TABLES`` also deletes the rows of deleted
-        subscriptions it does not write (``gone``: their condition, ``unsubscribed_condition``)."""
+        subscriptions it does not write (``gone``: their condition, ``unsubscribed_condition``).
+        ``source_rows``: the UDF rows of its kind, counted (``jobs.platform.rewrite`` merges few
+        enough in the driver)."""
         rows = projection.rows(out, lineage)
         if projection.write is None:
             self._append(spark, projection.table, rows, tag)
             return
         merge = projection.write(self.writer.merge(projection.table, rows))
         if self._touched is not None:
-            merge = merge.within(self._touched, single_partition=self._single_partition)
+            merge = merge.within(
+                self._touched, single_partition=self._single_partition, source_rows=source_rows
+            )
         if gone is not None and projection.table in SUBSCRIPTION_TABLES:
             merge = merge.when_not_matched_by_source_delete(gone)
         merge.execute(spark, version=batch_id, tag=tag)

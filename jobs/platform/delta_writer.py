@@ -65,6 +65,8 @@ class TableMerge:
     """Whether the rewrite may run in one task (``within``)."""
     keys: tuple[str, ...] | None = None
     """The columns ``on`` matches equal (None: ``on`` is another condition)."""
+    source_rows: int | None = None
+    """How many rows ``source`` holds, where the caller counted them (``within``)."""
 
     def on_keys(self, keys: Sequence[str]) -> TableMerge:
         """Match on ``keys`` instead of the table's key (another unique column set)."""
@@ -79,12 +81,21 @@ class TableMerge:
         Delta skips a second commit of the same (app id, version) to a table."""
         return replace(self, app_id=app_id)
 
-    def within(self, partitions: Sequence[PartitionKey], *, single_partition: bool = False) -> TableMerge:
+    def within(
+        self,
+        partitions: Sequence[PartitionKey],
+        *,
+        single_partition: bool = False,
+        source_rows: int | None = None,
+    ) -> TableMerge:
         """Every source row, and every table row a clause may delete, lies in ``partitions``
         (topic, partition): a writer with a ``FileRewrite`` then replaces the files holding
         them instead of running a MERGE (``jobs.platform.rewrite``), in one task when
-        ``single_partition`` (a small source) and the files are small enough."""
-        return replace(self, partitions=tuple(partitions), single_partition=single_partition)
+        ``single_partition`` (a small source) and the files are small enough, in the driver
+        when the source is small or has few enough ``source_rows``."""
+        return replace(
+            self, partitions=tuple(partitions), single_partition=single_partition, source_rows=source_rows
+        )
 
     def when_matched_delete(self, condition: str | None = None) -> TableMerge:
         return self._add("delete", condition, None)
@@ -140,6 +151,7 @@ class TableMerge:
                     tag=tag,
                     single_partition=self.single_partition,
                     keys=self.keys,
+                    source_rows=self.source_rows,
                 ):
                     return None
             merge = (

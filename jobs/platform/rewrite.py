@@ -68,7 +68,16 @@ REWRITE_PREDICATE = "ackstate rewrite"
 
 SINGLE_PARTITION_BYTES = 128 * 1024 * 1024
 """The most bytes of files a rewrite reads in one task when its source is small (Spark's default
-of ``spark.sql.maxSinglePartitionBytes``); past it the rewrite spreads as usual."""
+of ``spark.sql.maxSinglePartitionBytes``), and into the driver (``DRIVER_SOURCE_ROWS``); past it
+the rewrite spreads as usual."""
+
+DRIVER_SOURCE_ROWS = 2_000_000
+"""The most rows of a large batch's changes to one table that a rewrite collects into the
+driver and merges there (``jobs.platform.arrow_merge``), beside files of at most
+``SINGLE_PARTITION_BYTES``. A 1M-event batch of the bench's workload (10,000 subscriptions)
+rewrote its seven tables side by side in 4.4-5.4 s through Spark and 1.3-1.8 s in the driver
+(README, "Benchmarks"); the bound keeps what a batch brings to the driver's memory (the JVM's,
+which passes the rows on, and Python's) to a few hundred MB."""
 
 _DELETE, _KEEP, _INSERT = "d", "k", "i"
 _IN_TARGET, _IN_SOURCE = "__ackstate_t", "__ackstate_s"
@@ -202,6 +211,7 @@ class FileRewrite:
         tag: str | None,
         single_partition: bool = False,
         keys: Sequence[str] | None = None,
+        source_rows: int | None = None,
     ) -> bool:
         """Apply the MERGE of ``source`` (whose table columns are ``columns``: the caller has
         them, and asking a DataFrame for its columns analyses its plan) to the files holding
@@ -212,10 +222,14 @@ class FileRewrite:
         ``single_partition``: the source is small (a batch of ``[ingest] single_partition_rows``
         at most). If the files read are at most ``SINGLE_PARTITION_BYTES``, both sides are then
         read in one partition, so that the join and the write run in one task with no shuffle
-        (in a session with ``jobs.ingest.batch.SINGLE_PARTITION``) and write one file. On a
-        local table matched on ``keys`` (the columns ``on`` matches equal), that one file is
-        computed and written in the driver (``jobs.platform.arrow_merge``) where the clauses
-        allow it, with no Spark job over the files."""
+        (in a session with ``jobs.ingest.batch.SINGLE_PARTITION``) and write one file.
+
+        On a local table matched on ``keys`` (the columns ``on`` matches equal), the rows are
+        computed and written as one file in the driver (``jobs.platform.arrow_merge``), with no
+        Spark job over the files, where the clauses allow it and the files read are at most
+        ``SINGLE_PARTITION_BYTES``: for a small source, and for a large one of at most
+        ``DRIVER_SOURCE_ROWS`` rows (``source_rows``: how many the caller counted; None:
+        unknown)."""
         began = time.time()
         jvm = spark._jvm  # type: ignore[attr-defined]
         txn = delta_log(spark, path).startTransaction()
@@ -235,9 +249,12 @@ class FileRewrite:
         txn.trackFilesRead(scala_seq(jvm, [f.add for _, f in candidates]))
         schema = TABLES[table]
         files = [_absolute(path, name) for name, _ in candidates]
-        in_one_task = single_partition and sum(f.size for _, f in candidates) <= SINGLE_PARTITION_BYTES
+        files_bytes = sum(f.size for _, f in candidates)
+        in_one_task = single_partition and files_bytes <= SINGLE_PARTITION_BYTES
+        few_rows = single_partition or (source_rows is not None and source_rows <= DRIVER_SOURCE_ROWS)
+        in_driver = few_rows and files_bytes <= SINGLE_PARTITION_BYTES and is_local(path)
         written, planned, by = None, time.time(), "Arrow"
-        if in_one_task and is_local(path) and keys is not None:
+        if in_driver and keys is not None:
             written = _merged_in_driver(spark, txn, path, table, source, files, keys, clauses, columns)
         if written is None:
             by = "Spark"

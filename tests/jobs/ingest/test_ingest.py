@@ -238,13 +238,16 @@ def _files_per_rewrite(warehouse: Path) -> list[int]:
     return added
 
 
+@pytest.mark.parametrize("rewrites", ["by Spark", "in the driver"])
 def test_large_batches_write_what_small_batches_write(
-    spark, workload, clean_run, tmp_path, caplog, monkeypatch
+    spark, workload, clean_run, tmp_path, caplog, monkeypatch, rewrites
 ):
     """The clean run's batches (400 records) are small: they run interpreted (``[ingest]
     interpreted_rows``) and in one partition (``single_partition_rows``: each table's rewrite
     writes one file). The same files run as large batches (both 0: generated code, spread
-    over the shuffle partitions) give every table the same rows.
+    over the shuffle partitions) give every table the same rows, whether their rewrites run in
+    Spark (a file per shuffle partition) or, as a large batch's few rows do by default
+    (``jobs.platform.rewrite.DRIVER_SOURCE_ROWS``), in the driver (one file).
 
     The large batches' apply sends Arrow batches with Spark's row-by-row size check off and at
     most as many rows as fit the session's byte limit (``jobs.ingest.arrow_batches``); here a
@@ -255,6 +258,10 @@ def test_large_batches_write_what_small_batches_write(
 
     from jobs.ingest import batch as batch_module
     from jobs.ingest.arrow_batches import MAX_BYTES, MAX_RECORDS, UNCHECKED_BYTES, event_row_bytes
+    from jobs.platform import rewrite
+
+    if rewrites == "by Spark":
+        monkeypatch.setattr(rewrite, "DRIVER_SOURCE_ROWS", 0)
 
     base, expected = clean_run
     small = _options(base / "source", base / "warehouse")
@@ -293,7 +300,7 @@ def test_large_batches_write_what_small_batches_write(
     in_one = _files_per_rewrite(base / "warehouse")
     spread = _files_per_rewrite(tmp_path / "warehouse")
     assert in_one and max(in_one) == 1, in_one
-    assert len(spread) == len(in_one) and max(spread) == 2, spread
+    assert len(spread) == len(in_one) and max(spread) == (2 if rewrites == "by Spark" else 1), spread
 
 
 def test_large_batches_reject_the_duplicates_small_batches_reject(spark, workload, well_formed, tmp_path):

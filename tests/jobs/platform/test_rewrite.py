@@ -62,9 +62,10 @@ def test_a_rewrite_leaves_the_rows_a_merge_leaves(
     spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Also in one partition (a small batch's, ``single_partition``): one file per commit,
-    computed with Arrow in the driver (``jobs.platform.arrow_merge``)."""
+    computed with Arrow in the driver (``jobs.platform.arrow_merge``); and in the driver for a
+    large batch whose rows the caller counted (``source_rows``)."""
     caplog.set_level(logging.DEBUG, logger="ackstate.rewrite")
-    writers = _writers(spark, tmp_path, ("merge", "rewrite", "single"))
+    writers = _writers(spark, tmp_path, ("merge", "rewrite", "single", "counted"))
     batches = [
         [
             ("t", 0, 1, 0, 9, 10, "upsert"),
@@ -91,9 +92,12 @@ def test_a_rewrite_leaves_the_rows_a_merge_leaves(
             merge = _every_clause(writer.merge("ledgers", source))
             keys = sorted({(r[0], r[1]) for r in rows})
             with session_settings([spark], SINGLE_PARTITION if single else {}):
-                merge.within(keys, single_partition=single).execute(spark, version=version)
-        assert _table(spark, writers["rewrite"].warehouse) == _table(spark, writers["merge"].warehouse)
-        assert _table(spark, writers["single"].warehouse) == _table(spark, writers["merge"].warehouse)
+                counted = len(rows) if mode == "counted" else None
+                merge.within(keys, single_partition=single, source_rows=counted).execute(
+                    spark, version=version
+                )
+        for mode in ("rewrite", "single", "counted"):
+            assert _table(spark, writers[mode].warehouse) == _table(spark, writers["merge"].warehouse), mode
     assert _table(spark, writers["rewrite"].warehouse) == [
         ("t", 0, 2, 0, 0, 500),
         ("t", 1, 1, 0, 8, None),
@@ -103,9 +107,11 @@ def test_a_rewrite_leaves_the_rows_a_merge_leaves(
     ]
     history = DeltaTable.forPath(spark, table_path(writers["rewrite"].warehouse, "ledgers")).history()
     assert {r["operation"] for r in history.filter("version > 0").collect()} == {"WRITE"}
-    assert _added_files(writers["single"].warehouse) == [1, 1, 1]
+    assert (
+        _added_files(writers["single"].warehouse) == _added_files(writers["counted"].warehouse) == [1, 1, 1]
+    )
     ways = [m[1] for r in caplog.records if (m := re.search(r"\((Arrow|Spark)\):", r.getMessage()))]
-    assert ways == ["Spark", "Arrow"] * 3  # the rewrite by Spark, then the single one
+    assert ways == ["Spark", "Arrow", "Arrow"] * 3  # "rewrite" by Spark, "single" and "counted" not
     assert max(_added_files(writers["rewrite"].warehouse)) == 2  # two shuffle partitions
 
 
