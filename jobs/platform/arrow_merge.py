@@ -81,19 +81,19 @@ def condition(sql: str) -> Callable[[Columns], pa.Array]:
     def is_word(token: tuple[str, str] | None, word: str) -> bool:
         return token is not None and token[0] == "word" and token[1].upper() == word
 
-    def disjunction() -> Callable[[Columns], pa.Array]:
-        terms = [conjunction()]
-        while is_word(peek(), "OR"):
+    def joined(word: str, function: str, term: Callable[[], Callable[[Columns], pa.Array]]) -> Any:
+        """``term`` (``word`` ``term``)*, the terms combined by Arrow's ``function``."""
+        terms = [term()]
+        while is_word(peek(), word):
             take()
-            terms.append(conjunction())
-        return _fold("or_kleene", terms)
+            terms.append(term())
+        return _fold(function, terms)
+
+    def disjunction() -> Callable[[Columns], pa.Array]:
+        return joined("OR", "or_kleene", conjunction)
 
     def conjunction() -> Callable[[Columns], pa.Array]:
-        terms = [negation()]
-        while is_word(peek(), "AND"):
-            take()
-            terms.append(negation())
-        return _fold("and_kleene", terms)
+        return joined("AND", "and_kleene", negation)
 
     def negation() -> Callable[[Columns], pa.Array]:
         if is_word(peek(), "NOT"):
