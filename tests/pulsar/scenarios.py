@@ -93,7 +93,11 @@ class Run:
 
     def play_all(self, plays: Sequence[Callable[[Run], None]], players: int = PLAYERS) -> None:
         """Play ``plays`` ``players`` at a time, started in the order given; the first error is
-        raised once every scenario has ended."""
+        raised once every scenario has ended. One scenario plays in this thread."""
+        if len(plays) == 1 or players == 1:
+            for scenario in plays:
+                self.play(scenario)
+            return
         with ThreadPoolExecutor(players, thread_name_prefix="scenario") as pool:
             futures = [pool.submit(self.play, scenario) for scenario in plays]
         for future in futures:
