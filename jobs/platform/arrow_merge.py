@@ -1,5 +1,5 @@
-"""The rows a MERGE leaves, computed with Arrow in the driver: a small batch's rewrite without a
-Spark job.
+"""The rows a MERGE leaves, computed with Arrow in the driver: a batch's rewrite without a Spark
+job over the table's files.
 
 Why: a batch that runs in one partition (``[ingest] single_partition_rows``) rewrites each
 table it changes from a few files and a few dozen source rows (``jobs.platform.rewrite``). Done
@@ -8,12 +8,13 @@ analysis and optimizer: 0.2 s), ran one job that read the files, joined and coll
 s), and the seven rewrites of a batch ran four side by side on two cores (README, "Benchmarks").
 Here the files are read with ``pyarrow.parquet``, the source rows collected once, and the join
 and the clauses computed with Arrow kernels: the same rows, the same semantics as
-``rewrite.merged`` (and Delta's MERGE), in milliseconds.
+``rewrite.merged`` (and Delta's MERGE), in milliseconds. A large batch whose changes to a table
+are few enough (``rewrite.DRIVER_SOURCE_ROWS``) is merged here too.
 
 Only what this module can compute exactly is taken: a match on key columns, and clause
 conditions in the small SQL subset ``condition`` reads (column references of ``s`` and ``t``,
 string, integer and boolean literals, comparisons, ``NOT``, ``AND``, ``OR``, parentheses).
-Anything else (``merged_rows`` returns None) is left to Spark, which runs the condition as
+Anything else (``Unsupported``, raised before a row is written) is left to Spark, which runs the condition as
 written. SQL's three-valued logic is kept: a comparison with a null is null, and a clause whose
 condition is null does not hold.
 """
@@ -223,12 +224,12 @@ def merged_rows(
     arrow = table_arrow_schema(schema)
     given_set = set(given)
     conditions = [None if c.condition is None else condition(c.condition) for c in clauses]
+    # the keys are among the source's table columns: cast with them to the table's types
     source = _cast_columns(source, {name: arrow.field(name).type for name in given})
-    key_types = {k: arrow.field(k).type for k in keys}
-    left = _cast_columns(target.select(list(keys)), key_types).append_column(
+    left = target.select(list(keys)).append_column(
         "__t", pa.array(np.arange(target.num_rows, dtype=np.int64))
     )
-    right = _cast_columns(source.select(list(keys)), key_types).append_column(
+    right = source.select(list(keys)).append_column(
         "__s", pa.array(np.arange(source.num_rows, dtype=np.int64))
     )
     joined = left.join(right, list(keys), join_type="full outer", coalesce_keys=True)
@@ -238,11 +239,15 @@ def merged_rows(
         s_index.is_valid().to_numpy(zero_copy_only=False),
     )
 
+    taken: dict[tuple[str, str], pa.Array] = {}  # a column several conditions read, taken once
+
     def columns(side: str, name: str) -> pa.Array:
-        table, index = (source, s_index) if side == "s" else (target, t_index)
-        if name not in table.column_names:
-            raise Unsupported(f"{side}.{name} is not a column here")
-        return table.column(name).combine_chunks().take(index)
+        if (side, name) not in taken:
+            table, index = (source, s_index) if side == "s" else (target, t_index)
+            if name not in table.column_names:
+                raise Unsupported(f"{side}.{name} is not a column here")
+            taken[side, name] = table.column(name).combine_chunks().take(index)
+        return taken[side, name]
 
     action = np.full(joined.num_rows, -1, dtype=np.int16)
     updates: list[tuple[int, set[str]]] = []
@@ -275,14 +280,12 @@ def merged_rows(
         for code, updated in updates:
             if field.name in updated:
                 from_source |= action == code
-        before = target.column(field.name).combine_chunks() if field.name in target.column_names else None
-        if before is None:
-            before = pa.nulls(target.num_rows, field.type)
+        before = target.column(field.name).combine_chunks()
         if field.name in given_set:  # the source's value, taken after the target's
-            values = pa.concat_arrays([before.cast(field.type), source.column(field.name).combine_chunks()])
+            values = pa.concat_arrays([before, source.column(field.name).combine_chunks()])
             index = np.where(from_source, target.num_rows + s_kept, t_kept)
         else:  # no source value: null, one slot after the target's
-            values = pa.concat_arrays([before.cast(field.type), pa.nulls(1, field.type)])
+            values = pa.concat_arrays([before, pa.nulls(1, field.type)])
             index = np.where(from_source, target.num_rows, t_kept)
         out.append(values.take(pa.array(index, pa.int64())))
     return pa.Table.from_arrays(out, schema=arrow)
