@@ -423,8 +423,8 @@ class BatchWriter:
             keep = None
             if self.warm is not None and not pinned:
 
-                def keep(tables: Collection[str], lineage: list[Any]) -> Callable[[bool], None]:
-                    return self._keep_state(
+                def keep(tables: Collection[str], lineage: list[Any]) -> None:
+                    self._keep_state(
                         spark,
                         base,
                         base_rows,
@@ -518,43 +518,29 @@ class BatchWriter:
         touched_keys: DataFrame,
         read: dict[str, int],
         tables: Collection[str],
-    ) -> Callable[[bool], None]:
+    ) -> None:
         """Keep the state this batch committed for the next (``jobs.ingest.warm``): the tables
-        must be at the versions it read plus its own commits to them.
-
-        Called before the writes are done (beside them, for a batch spread over partitions:
-        ``_write``), it computes what it can without them and returns the rest, to be called
-        with whether the writes succeeded once they are done. A batch whose state is in the
-        driver (``base_rows``) keeps it there, with its changes taken from the apply's rows
-        that are there too (``out_rows``), with no Spark job: all of it is left to that call."""
+        must be at the versions it read plus its own commits to them. A batch whose state is in
+        the driver (``base_rows``) keeps it there, with its changes taken from the apply's rows
+        that are there too (``out_rows``), with no Spark job."""
         assert self.warm is not None
-        warm = self.warm
         expected = {t: read[t] + (1 if t in tables else 0) for t in STATE_TABLES}
-
-        def latest() -> dict[str, int]:
-            return {t: latest_version(spark, self.options.warehouse, t) for t in STATE_TABLES}
-
+        latest = {t: latest_version(spark, self.options.warehouse, t) for t in STATE_TABLES}
         if base_rows is not None and out_rows is not None:
-
-            def in_driver(written: bool) -> None:
-                if written:
-                    changes = state_changes_table(out_rows)
-                    warm.keep_table(base_rows, changes, touched, read, expected, latest())
-
-            return in_driver
-        began = time.time()
-        pending = warm.prepare(
-            base, out, lineage, touched, touched_keys, read, single_partition=self._single_partition
+            changes = state_changes_table(out_rows)
+            self.warm.keep_table(base_rows, changes, touched, read, expected, latest)
+            return
+        self.warm.keep(
+            base,
+            out,
+            lineage,
+            touched,
+            touched_keys,
+            read,
+            expected,
+            latest,
+            single_partition=self._single_partition,
         )
-        self._phases.done("keep state beside the writes", since=began)
-
-        def settle(written: bool) -> None:
-            if written:
-                warm.settle(pending, expected, latest())
-            else:
-                warm.discard(pending)
-
-        return settle
 
     def _trim_requests(
         self, spark: SparkSession, versions: dict[str, int], touched_keys: DataFrame
@@ -584,7 +570,7 @@ class BatchWriter:
         tag: str,
         input_rows: int,
         started: float,
-        keep: Callable[[Collection[str], list[Any]], Callable[[bool], None]] | None = None,
+        keep: Callable[[Collection[str], list[Any]], None] | None = None,
         rejections: Mapping[str, int] | None = None,
         counts: OutputCounts | None = None,
     ) -> progress.BatchFigures:
@@ -609,24 +595,13 @@ class BatchWriter:
         self._phases.done("count")
 
         writes = self._table_writes(kinds, bool(reasons), lineage, batch_id, tag, unsubscribed)
-        tables = [table for table, _ in writes]
-        # A batch spread over partitions keeps its state with a Spark job that does not depend
-        # on the writes: it runs beside them, and only what it keeps waits for them.
-        beside = keep is not None and not self._single_partition
-        with ThreadPoolExecutor(1, thread_name_prefix="ackstate-keep") if beside else nullcontext() as side:
-            kept = side.submit(keep, tables, lineage) if side is not None and keep is not None else None
-            try:
-                with _SharedFrames(
-                    spark, f"{self.options.app_id}_{batch_id}", out=out, valid=valid, marked=marked
-                ) as frames:
-                    self._run_writes(spark, frames, writes)
-            except BaseException:
-                if kept is not None and kept.exception() is None:
-                    kept.result()(False)  # what it computed is not kept
-                raise
+        with _SharedFrames(
+            spark, f"{self.options.app_id}_{batch_id}", out=out, valid=valid, marked=marked
+        ) as frames:
+            self._run_writes(spark, frames, writes)
         self._phases.done("writes")
         if keep is not None:
-            (kept.result() if kept is not None else keep(tables, lineage))(True)
+            keep([table for table, _ in writes], lineage)
             self._phases.done("keep state")
 
         partition_row = kinds.get(PARTITION)

@@ -200,36 +200,14 @@ class WarmState:
         """After a batch's writes: keep the state rows it started from (``base``, those of its
         ``touched`` partitions, ``touched_keys`` as a frame) with its changes in ``out`` over
         them, if the state tables are at the ``expected`` versions (the ``read`` ones plus the
-        batch's own commits); else keep nothing. ``prepare`` then ``settle``, one after the
-        other."""
-        if self._moved(latest, expected):
-            return
-        pending = self.prepare(
-            base, out, lineage, touched, touched_keys, read, single_partition=single_partition
-        )
-        self.settle(pending, expected, latest)
-
-    def prepare(
-        self,
-        base: DataFrame,
-        out: DataFrame,
-        lineage: list[Column],
-        touched: Collection[PartitionKey],
-        touched_keys: DataFrame,
-        read: Mapping[str, int],
-        *,
-        single_partition: bool = False,
-    ) -> Pending:
-        """The rows ``keep`` would keep, materialised, but not kept yet: they depend on what the
-        batch read and computed, not on its writes, so the batch computes them beside its
-        writes (a Spark job of 0.4-1.1 s on a 1M-event batch) and ``settle`` keeps them after,
-        once the versions its writes left are known. The rows kept of partitions the batch did
-        not touch stay if they equalled the versions it ``read``. A batch that ran in one
-        partition (``jobs.ingest.batch.SINGLE_PARTITION``) keeps them in one, which the next
-        such batch joins with its own without a shuffle. Nothing here changes what is kept:
-        until ``settle``, the next batch could still take the rows kept before."""
+        batch's own commits); else keep nothing. The rows kept of partitions the batch did not
+        touch stay if they equalled the versions it read. A batch that ran in one partition
+        (``jobs.ingest.batch.SINGLE_PARTITION``) keeps them in one, which the next such batch
+        joins with its own without a shuffle."""
         from py4j.protocol import Py4JJavaError
 
+        if self._moved(latest, expected):
+            return
         previous = self._current(read)
         if previous is not None and _in_driver(previous.rows):
             spark = base.sparkSession
@@ -247,34 +225,12 @@ class WarmState:
             rows = overlay(rows, changed_state(out, lineage), removed_cursors(out))
             if single_partition:
                 rows = rows.coalesce(1)
-            return Pending(rows.localCheckpoint(eager=True), partitions)
+            rows = rows.localCheckpoint(eager=True)
         except Py4JJavaError as exc:  # the rows kept before are gone: keep nothing
             log.warning("the state kept from the last batch is lost: %s", _first_line(exc))
-            return Pending(None, partitions)
-
-    def settle(self, pending: Pending, expected: Mapping[str, int], latest: Mapping[str, int]) -> None:
-        """Keep the rows ``prepare`` computed if the state tables are at the ``expected`` versions
-        (``latest`` holds theirs after the batch's writes); else keep nothing, and free them."""
-        if self._moved(latest, expected) or pending.rows is None:
-            self.discard(pending)
             self._replace(None)
             return
-        self._replace(_Kept(pending.rows, pending.partitions, dict(expected)))
-
-    @staticmethod
-    def discard(pending: Pending) -> None:
-        """Free the rows ``prepare`` computed, which will not be kept (the batch's writes failed)."""
-        if pending.rows is not None:
-            release(pending.rows)
-
-
-@dataclass(frozen=True)
-class Pending:
-    """``WarmState.prepare``'s rows, materialised in Spark, until ``settle`` keeps or drops them."""
-
-    rows: DataFrame | None
-    """None: nothing to keep (the rows kept before were lost while these were computed)."""
-    partitions: frozenset[PartitionKey]
+        self._replace(_Kept(rows, partitions, dict(expected)))
 
 
 def changed_state(out: DataFrame, lineage: list[Column]) -> DataFrame:

@@ -3,8 +3,6 @@ batch that reads Delta writes, and stops taking it as soon as another writer com
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -113,54 +111,17 @@ def test_kept_rows_lost_between_batches_are_read_again(spark, events, read_every
     assert_same_tables(snapshot(spark, tmp_path / "warehouse", exclude=LINEAGE), read_every_batch)
 
 
-def _kept_beside_the_cursors_merge() -> tuple[Callable[[int, str], None], list[bool]]:
-    """An ``on_phase`` whose ``merge cursors`` waits for the batch's kept state to be computed,
-    and what it found each time: True if it came while the merge waited (beside the writes)."""
-    prepared: dict[int, threading.Event] = {}
-    found: list[bool] = []
-
-    def on_phase(batch_id: int, phase: str) -> None:
-        event = prepared.setdefault(batch_id, threading.Event())
-        if phase == "keep state beside the writes":
-            event.set()
-        elif phase == "merge cursors":
-            found.append(event.wait(timeout=120))
-
-    return on_phase, found
-
-
 def test_batches_spread_over_partitions_keep_their_state_in_spark(spark, events, read_every_batch, tmp_path):
     """The batches above run in one partition and keep their state in the driver as Arrow;
     batches spread over partitions keep it in Spark, and write the same tables. Of the rows
     they checkpoint (input, duplicates, state, UDF output, kept state), only the state kept
-    for the next batch is still in the block manager when the query ends.
-
-    They compute the state to keep beside their writes: a ``cursors`` MERGE that waits for it
-    is not waited for."""
+    for the next batch is still in the block manager when the query ends."""
     before = cached_rdds(spark)
-    on_phase, found = _kept_beside_the_cursors_merge()
-    writer = ingest(spark, events, tmp_path / "warehouse", single_partition_rows=0, on_phase=on_phase)
+    writer = ingest(spark, events, tmp_path / "warehouse", single_partition_rows=0)
     assert writer.warm is not None and writer.warm.hits == FILES - 1
-    assert found == [True] * FILES
     assert_same_tables(snapshot(spark, tmp_path / "warehouse", exclude=LINEAGE), read_every_batch)
     new = cached_rdds_when(spark, lambda cached: len(cached - before) <= 1) - before
     assert len(new) == 1, f"{len(new)} checkpoints of the query left in the block manager"
-
-
-@pytest.mark.slow
-def test_state_kept_beside_writes_that_failed_is_dropped(spark, events, read_every_batch, tmp_path):
-    """Batch 1 spread over partitions fails in its writes, after its state to keep was computed
-    beside them: those rows are freed, not kept (only batch 0's are left in the block manager),
-    and the restarted query writes the tables of batches that read."""
-    warehouse = tmp_path / "warehouse"
-    before = cached_rdds(spark)
-    on_phase, found = _kept_beside_the_cursors_merge()
-    ingest(spark, events, warehouse, single_partition_rows=0, on_phase=on_phase, kill_at="1:merge cursors")
-    assert found == [True, True]
-    new = cached_rdds_when(spark, lambda cached: len(cached - before) <= 1) - before
-    assert len(new) == 1, f"{len(new)} checkpoints of the failed query left in the block manager"
-    ingest(spark, events, warehouse, single_partition_rows=0)
-    assert_same_tables(snapshot(spark, warehouse, exclude=LINEAGE), read_every_batch)
 
 
 # ---- the driver's overlay and hand-over between the two forms ---------------------------
