@@ -46,6 +46,7 @@ from tests.jobs.warehouse import (
     demo_warehouse,
     ingest,
     snapshot,
+    spark_snapshot,
     utc,
     write_events,
 )
@@ -101,6 +102,8 @@ def test_compaction_changes_no_query_result_and_a_second_run_finds_nothing_to_do
     assert len(data_files) == 1
     assert tables["cursors"]["checkpoint_written"] is True
     assert (warehouse / "cursors" / "_delta_log" / "_last_checkpoint").is_file()
+    # the tests' reader of the files, now from the checkpoints, still reads what Spark reads
+    assert snapshot(spark, warehouse) == spark_snapshot(spark, warehouse)
     assert tables["ingest_batches"]["rows_trimmed"] == 0  # every row is younger than 30 days
 
     code, second = run_json(capsys, "compact", "--warehouse", str(warehouse), "--json")
