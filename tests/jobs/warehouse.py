@@ -168,17 +168,19 @@ def snapshot(
     ``tests/jobs/compact`` (README, "The suite now"). A warehouse behind a URI (``s3a://``) is
     read by Spark. Either way each value is written as ``plain`` writes it, so the two compare
     (``test_warehouse_reader.py`` checks that they give the same rows)."""
-    local = not isinstance(warehouse, str) or "://" not in warehouse
-    out = {}
-    for name, schema in TABLES.items():
-        columns = [f.name for f in schema.fields if f.name not in exclude]
-        if local:
-            rows = delta_rows(Path(warehouse) / name, name).select(columns).to_pylist()
-            values = [[row[c] for c in columns] for row in rows]
-        else:
-            values = [list(row) for row in read_table(spark, warehouse, name).select(*columns).collect()]
-        out[name] = sorted(tuple(json.dumps(plain(v)) for v in row) for row in values)
-    return out
+    if isinstance(warehouse, str) and "://" in warehouse:
+        return spark_snapshot(spark, warehouse, exclude=exclude)
+    return {name: table_rows(Path(warehouse) / name, name, exclude=exclude) for name in TABLES}
+
+
+def table_rows(
+    table: Path, name: str, version: int | None = None, *, exclude: frozenset[str] = frozenset()
+) -> list[tuple[str, ...]]:
+    """One local table's rows (``delta_rows``, at ``version`` or its latest), sorted, each
+    value as ``snapshot`` writes it."""
+    columns = [f.name for f in TABLES[name].fields if f.name not in exclude]
+    rows = delta_rows(table, name, version).select(columns).to_pylist()
+    return sorted(tuple(json.dumps(plain(row[c])) for c in columns) for row in rows)
 
 
 def spark_snapshot(
@@ -205,11 +207,12 @@ def plain(value: Any) -> Any:
     return value
 
 
-def delta_rows(table: Path, name: str) -> pa.Table:
-    """The rows of the latest version of the local Delta table ``table`` (one of ``TABLES``,
-    ``name``), from its files, with no Spark job: the log replayed from its last checkpoint
-    (the files it lists, then each later commit's adds and removes in order), and those Parquet
-    files read in the table's types (``jobs.platform.arrow_merge.read_files``).
+def delta_rows(table: Path, name: str, version: int | None = None) -> pa.Table:
+    """The rows of the local Delta table ``table`` (one of ``TABLES``, ``name``) at its latest
+    version or at ``version``, from its files, with no Spark job: the log replayed from its last
+    checkpoint (the files it lists, then each later commit's adds and removes in order; from
+    the first commit when that checkpoint is later than ``version``), and those Parquet files
+    read in the table's types (``jobs.platform.arrow_merge.read_files``).
 
     What the tables use, and no more: no partition columns, no deletion vectors and no column
     mapping (reader version 1), classic checkpoints. Anything else fails here, loudly."""
@@ -218,8 +221,8 @@ def delta_rows(table: Path, name: str) -> pa.Table:
     log = table / "_delta_log"
     files: dict[str, dict[str, Any]] = {}
     checkpoint = -1
-    if (log / "_last_checkpoint").exists():
-        last = json.loads((log / "_last_checkpoint").read_text())
+    last = json.loads((log / "_last_checkpoint").read_text()) if (log / "_last_checkpoint").exists() else None
+    if last is not None and (version is None or int(last["version"]) <= version):
         checkpoint, parts = int(last["version"]), last.get("parts")
         names = (
             [f"{checkpoint:020d}.checkpoint.{i:010d}.{parts:010d}.parquet" for i in range(1, parts + 1)]
@@ -233,9 +236,13 @@ def delta_rows(table: Path, name: str) -> pa.Table:
     commits = sorted((int(p.stem), p) for p in log.glob("*.json") if p.stem.isdigit())
     if not commits and checkpoint < 0:
         raise FileNotFoundError(f"no Delta table at {table}")
-    for version, commit in commits:
-        if version <= checkpoint:
+    if checkpoint < 0 and commits[0][0] != 0:
+        raise FileNotFoundError(f"{table}: the log's first commits are gone, and no checkpoint covers them")
+    for at, commit in commits:
+        if at <= checkpoint:
             continue
+        if version is not None and at > version:
+            break
         for line in commit.read_text().splitlines():
             action = json.loads(line)
             if "protocol" in action:
