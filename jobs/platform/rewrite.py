@@ -248,7 +248,7 @@ class FileRewrite:
         candidates = [(name, f) for name, f in known.files.items() if any(f.may_hold(key) for key in wanted)]
         txn.trackFilesRead(scala_seq(jvm, [f.add for _, f in candidates]))
         schema = TABLES[table]
-        files = [_absolute(path, name) for name, _ in candidates]
+        files = [data_file(path, name) for name, _ in candidates]
         files_bytes = sum(f.size for _, f in candidates)
         in_one_task = single_partition and files_bytes <= SINGLE_PARTITION_BYTES
         few_rows = single_partition or (source_rows is not None and source_rows <= DRIVER_SOURCE_ROWS)
@@ -425,8 +425,9 @@ def partition_range(stats: str | None) -> tuple[PartitionKey | None, PartitionKe
     return (lowest_topic, int(low["partition"])), (highest_topic, int(high["partition"]))
 
 
-def _absolute(table_path: str, file_path: str) -> str:
-    """A file of the table by its ``AddFile.path``: relative to the table and URL-encoded."""
+def data_file(table_path: str, file_path: str) -> str:
+    """A file of the table by its ``AddFile.path``: relative to the table and URL-encoded (or
+    absolute, then only URL-encoded)."""
     decoded = urllib.parse.unquote(file_path)
     if "://" in file_path or file_path.startswith("/"):
         return decoded

@@ -12,11 +12,10 @@ import os
 import shutil
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
@@ -27,6 +26,7 @@ from jobs.ingest.batch import BatchWriter
 from jobs.ingest.options import IngestOptions
 from jobs.ingest.query import start_ingest
 from jobs.platform.arrow_merge import read_files
+from jobs.platform.rewrite import data_file
 from jobs.platform.tables import read_table, table_path
 from schemas.tables import TABLES
 
@@ -180,7 +180,7 @@ def table_rows(
     value as ``snapshot`` writes it."""
     columns = [f.name for f in TABLES[name].fields if f.name not in exclude]
     rows = delta_rows(table, name, version).select(columns).to_pylist()
-    return sorted(tuple(json.dumps(plain(row[c])) for c in columns) for row in rows)
+    return plain_rows([row[c] for c in columns] for row in rows)
 
 
 def spark_snapshot(
@@ -190,9 +190,14 @@ def spark_snapshot(
     out = {}
     for name, schema in TABLES.items():
         columns = [f.name for f in schema.fields if f.name not in exclude]
-        rows = read_table(spark, warehouse, name).select(*columns).collect()
-        out[name] = sorted(tuple(json.dumps(plain(v)) for v in row) for row in rows)
+        out[name] = plain_rows(read_table(spark, warehouse, name).select(*columns).collect())
     return out
+
+
+def plain_rows(rows: Iterable[Sequence[Any]]) -> list[tuple[str, ...]]:
+    """Rows of either reader as ``snapshot`` compares them: each value as JSON of ``plain``,
+    the rows sorted."""
+    return sorted(tuple(json.dumps(plain(v)) for v in row) for row in rows)
 
 
 def plain(value: Any) -> Any:
@@ -251,12 +256,9 @@ def delta_rows(table: Path, name: str, version: int | None = None) -> pa.Table:
                 files[action["add"]["path"]] = action["add"]
             elif "remove" in action:
                 files.pop(action["remove"]["path"], None)
-    paths = []
-    for path, add in files.items():
+    for add in files.values():
         assert not add.get("deletionVector") and not add.get("partitionValues"), add
-        parsed = urlparse(path)
-        paths.append(unquote(parsed.path) if parsed.scheme else str(table / unquote(path)))
-    return read_files(paths, TABLES[name])
+    return read_files([data_file(str(table), path) for path in files], TABLES[name])
 
 
 def assert_same_tables(
