@@ -170,7 +170,12 @@ def snapshot(
     (``test_warehouse_reader.py`` checks that they give the same rows)."""
     if isinstance(warehouse, str) and "://" in warehouse:
         return spark_snapshot(spark, warehouse, exclude=exclude)
-    return {name: table_rows(Path(warehouse) / name, name, exclude=exclude) for name in TABLES}
+    return file_snapshot(Path(warehouse), exclude=exclude)
+
+
+def file_snapshot(warehouse: Path, *, exclude: frozenset[str] = frozenset()) -> dict[str, list]:
+    """``snapshot`` of a warehouse's files on this machine (``table_rows`` of every table)."""
+    return {name: table_rows(warehouse / name, name, exclude=exclude) for name in TABLES}
 
 
 def table_rows(

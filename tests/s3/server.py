@@ -76,6 +76,23 @@ class S3Server:
             aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
         )  # fmt: skip
 
+    def download(self, uri: str, into: Path) -> Path:
+        """Every object under ``uri`` (``s3a://<bucket>/<prefix>``) as files under ``into``, in
+        the same layout: what the server holds, read with the S3 API and no Spark, so that a
+        warehouse stored here can be compared from its files (``tests.jobs.warehouse.snapshot``)
+        as a local one is."""
+        bucket, _, prefix = uri.removeprefix("s3a://").partition("/")
+        prefix = prefix.rstrip("/") + "/"
+        client = self.client()
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            for entry in page.get("Contents", []):
+                if entry["Key"].endswith("/"):
+                    continue  # a directory's marker: the files under it make the directory
+                target = into / entry["Key"][len(prefix) :]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                client.download_file(bucket, entry["Key"], str(target))
+        return into
+
     def stop(self) -> None:
         if self.process is not None:
             stop_process(self.process, 30, "moto server")
