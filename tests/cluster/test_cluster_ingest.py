@@ -52,7 +52,7 @@ def local_tables(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) 
     """The tables a local[2] run makes of ``source``: the session's reference warehouse, which
     tests/s3 compares with too (one local ingest for both)."""
     warehouse = reference_warehouse(spark, tmp_path_factory.getbasetemp())[1]
-    return snapshot(spark, warehouse, exclude=LINEAGE)
+    return snapshot(warehouse, exclude=LINEAGE)
 
 
 def killed_cluster_ingest(
@@ -151,7 +151,7 @@ def test_a_driver_killed_mid_batch_restarts_with_spark_submit_to_the_local_table
     earlier = set(cluster.executor_logs())
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert_same_tables(snapshot(spark, warehouse, exclude=LINEAGE), local_tables)
+    assert_same_tables(snapshot(warehouse, exclude=LINEAGE), local_tables)
     # the work ran in executors the two workers started: JVMs apart from the driver
     ours = set(cluster.executor_logs()) - earlier
     workers = {log.relative_to(cluster.workdir).parts[0] for log in ours}

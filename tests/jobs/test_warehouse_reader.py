@@ -14,7 +14,7 @@ from tests.jobs.warehouse import demo_warehouse, plain_rows, snapshot, spark_sna
 @pytest.mark.spark
 def test_the_files_give_the_rows_spark_reads(spark, tmp_path_factory) -> None:
     warehouse = demo_warehouse(spark, tmp_path_factory.getbasetemp())
-    read = snapshot(spark, warehouse)
+    read = snapshot(warehouse)
     assert read == spark_snapshot(spark, warehouse)
     assert sum(map(len, read.values())) > 50 and read["ingest_batches"], "a warehouse with rows in it"
 

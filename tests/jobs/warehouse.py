@@ -157,24 +157,15 @@ def copy(warehouse: Path, to: Path) -> Path:
     return to
 
 
-def snapshot(
-    spark: SparkSession, warehouse: Path | str, *, exclude: frozenset[str] = frozenset()
-) -> dict[str, list]:
+def snapshot(warehouse: Path, *, exclude: frozenset[str] = frozenset()) -> dict[str, list]:
     """Every table's rows (all columns but ``exclude``), sorted: what 'the same tables' means.
 
-    A local warehouse is read from its files (``delta_rows``): a Spark read of a warehouse the
-    JVM has not read yet builds each table's snapshot cold, three Spark jobs a table, 5.5-8.6 s
-    for the 14 tables, and those reads were a third of ``tests/jobs/ingest`` and
-    ``tests/jobs/compact`` (README, "The suite now"). A warehouse behind a URI (``s3a://``) is
-    read by Spark. Either way each value is written as ``plain`` writes it, so the two compare
-    (``test_warehouse_reader.py`` checks that they give the same rows)."""
-    if isinstance(warehouse, str) and "://" in warehouse:
-        return spark_snapshot(spark, warehouse, exclude=exclude)
-    return file_snapshot(Path(warehouse), exclude=exclude)
-
-
-def file_snapshot(warehouse: Path, *, exclude: frozenset[str] = frozenset()) -> dict[str, list]:
-    """``snapshot`` of a warehouse's files on this machine (``table_rows`` of every table)."""
+    Read from the warehouse's files (``delta_rows``), with no Spark job: a Spark read of a
+    warehouse the JVM has not read yet builds each table's snapshot cold, three Spark jobs a
+    table, 5.5-8.6 s for the 14 tables, and those reads were a third of ``tests/jobs/ingest`` and
+    ``tests/jobs/compact`` (README, "Where the time goes"). A warehouse on S3 is downloaded
+    first (``tests/s3``). Each value is written as ``plain`` writes it, as ``spark_snapshot``
+    writes Spark's rows (``test_warehouse_reader.py`` checks that the two give the same rows)."""
     return {name: table_rows(warehouse / name, name, exclude=exclude) for name in TABLES}
 
 

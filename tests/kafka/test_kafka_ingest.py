@@ -95,8 +95,8 @@ def test_kafka_gives_the_same_tables_as_files(
     (tmp_path / "files" / "events.jsonl").write_text("".join(_value(r) + "\n" for r in records))
     ingest(spark, IngestOptions(source=str(tmp_path / "files"), warehouse=tmp_path / "from-files"))
 
-    from_files = snapshot(spark, tmp_path / "from-files", exclude=LINEAGE)
-    assert_same_tables(snapshot(spark, from_kafka, exclude=LINEAGE), from_files)
+    from_files = snapshot(tmp_path / "from-files", exclude=LINEAGE)
+    assert_same_tables(snapshot(from_kafka, exclude=LINEAGE), from_files)
     reasons = {r["reason"] for r in read_table(spark, from_kafka, "rejected_events").collect()}
     assert "malformed_json" in reasons  # the malformed records, and the stream went on
     assert sum(1 for r in records if RAW_KEY in r) > 0
@@ -111,7 +111,7 @@ def test_a_killed_kafka_ingest_restarts_from_its_offsets_exactly_once(
     from the checkpoint. The tables are those of the same records in one micro-batch."""
     topic = "killed-ingest"
     produce(spark, kafka, topic, records)
-    expected = snapshot(spark, from_kafka, exclude=LINEAGE)
+    expected = snapshot(from_kafka, exclude=LINEAGE)
 
     conf = tmp_path / "kafka.toml"
     conf.write_text(f"[kafka]\nmax_offsets_per_trigger = {BATCH}\n")
@@ -133,7 +133,7 @@ def test_a_killed_kafka_ingest_restarts_from_its_offsets_exactly_once(
     assert main(argv) == 0
     # every table but the batches' log, which has one row per micro-batch (counted below)
     tables = sorted(set(expected) - {"ingest_batches"})
-    assert_same_tables(snapshot(spark, tmp_path / "warehouse", exclude=LINEAGE), expected, tables)
+    assert_same_tables(snapshot(tmp_path / "warehouse", exclude=LINEAGE), expected, tables)
     batches = read_table(spark, tmp_path / "warehouse", "ingest_batches").collect()
     assert len(batches) == -(-len(records) // BATCH)  # every batch recorded once
 

@@ -33,7 +33,6 @@ from jobs.platform import checkpoints
 from tests.jobs.warehouse import (
     BATCH_FIGURES,
     assert_same_tables,
-    file_snapshot,
     reference_warehouse,
     snapshot,
 )
@@ -83,7 +82,7 @@ def stored(s3: S3Server, uri: str, into: Path) -> dict[str, list]:
     """``snapshot`` of the warehouse at ``uri`` as the server holds it: its objects downloaded
     into ``into`` (which must not exist yet) and read from those files, with no Spark job (a cold
     Spark read of the 14 tables is three jobs each)."""
-    return file_snapshot(s3.download(uri, into), exclude=LINEAGE)
+    return snapshot(s3.download(uri, into), exclude=LINEAGE)
 
 
 def in_process(capsys: pytest.CaptureFixture[str], warehouse: Path | str, *args: str) -> str:
@@ -108,7 +107,7 @@ def test_every_command_on_s3_gives_what_a_local_warehouse_gives(
 
     in_process(capsys, WAREHOUSE, "init")
     ackstate(conf, "ingest", "--source", f"s3a://{BUCKET}/events", "--checkpoint", CHECKPOINT)
-    local = snapshot(s3_spark, local_warehouse, exclude=LINEAGE)
+    local = snapshot(local_warehouse, exclude=LINEAGE)
     assert_same_tables(stored(s3, WAREHOUSE, tmp_path / "ingested"), local)
     assert sum(len(rows) for rows in local.values()) > 100
 
@@ -187,8 +186,6 @@ def test_compaction_inside_a_continuous_ingest_on_s3_loses_nothing(
     finally:
         query.stop()
     assert query.exception() is None
-    assert_same_tables(
-        stored(s3, warehouse, tmp_path / "stored"), snapshot(s3_spark, local_warehouse, exclude=LINEAGE)
-    )
+    assert_same_tables(stored(s3, warehouse, tmp_path / "stored"), snapshot(local_warehouse, exclude=LINEAGE))
     # both batches compacted inside the query, after their writes
     assert [b for b, phase in phases if phase == "compact"] == [0, 1], phases

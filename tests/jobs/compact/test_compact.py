@@ -75,7 +75,7 @@ def test_compaction_changes_no_query_result_and_a_second_run_finds_nothing_to_do
     spark, demo, tmp_path, capsys
 ):
     warehouse = copy(demo, tmp_path / "warehouse")
-    before = snapshot(spark, warehouse)
+    before = snapshot(warehouse)
     files_before = _files(spark, warehouse, "rejected_events")
     assert files_before > 1  # each micro-batch appended its own
 
@@ -90,7 +90,7 @@ def test_compaction_changes_no_query_result_and_a_second_run_finds_nothing_to_do
         "--allow-short-retention",
     )
     assert code == 0
-    assert_same_tables(snapshot(spark, warehouse), before)
+    assert_same_tables(snapshot(warehouse), before)
     tables = first["tables"]
     assert tables["rejected_events"]["optimize"]["files_removed"] == files_before
     assert tables["rejected_events"]["optimize"]["files_added"] == 1
@@ -103,7 +103,7 @@ def test_compaction_changes_no_query_result_and_a_second_run_finds_nothing_to_do
     assert tables["cursors"]["checkpoint_written"] is True
     assert (warehouse / "cursors" / "_delta_log" / "_last_checkpoint").is_file()
     # the tests' reader of the files, now from the checkpoints, still reads what Spark reads
-    assert snapshot(spark, warehouse) == spark_snapshot(spark, warehouse)
+    assert snapshot(warehouse) == spark_snapshot(spark, warehouse)
     assert tables["ingest_batches"]["rows_trimmed"] == 0  # every row is younger than 30 days
 
     code, second = run_json(capsys, "compact", "--warehouse", str(warehouse), "--json")
@@ -120,7 +120,7 @@ def test_compaction_changes_no_query_result_and_a_second_run_finds_nothing_to_do
         0,
         0,
     )
-    assert_same_tables(snapshot(spark, warehouse), before)
+    assert_same_tables(snapshot(warehouse), before)
 
 
 @pytest.mark.slow  # many micro-batches: minutes on 2 cores
@@ -577,7 +577,7 @@ def test_compaction_during_ingest_loses_nothing(spark, demo, tmp_path):
     """`ackstate ingest --trigger continuous` in its own process takes the demo's files as they
     arrive while this process compacts the same warehouse again and again; the tables end as
     those of the demo's ingest, which ran alone."""
-    expected = snapshot(spark, demo, exclude=LINEAGE)
+    expected = snapshot(demo, exclude=LINEAGE)
     staging = sorted((demo.parent / "demo-events").glob("*.jsonl"))
     assert len(staging) == DEMO_FILES
     source, warehouse = tmp_path / "source", tmp_path / "warehouse"
@@ -673,7 +673,7 @@ def test_compaction_during_ingest_loses_nothing(spark, demo, tmp_path):
     assert runs, "the compactor never ran"
     # and once more after the ingest's last batch: still nothing a query sees has changed
     compact(spark, replace(options, tables=tuple(TABLES)))
-    assert_same_tables(snapshot(spark, warehouse, exclude=LINEAGE), expected)
+    assert_same_tables(snapshot(warehouse, exclude=LINEAGE), expected)
     # the two writers really interleaved: compaction commits sit between the ingest's commits
     history = DeltaTable.forPath(spark, table_path(warehouse, "cursors")).history().collect()
     ingest_versions = [h.version for h in history if (h.userMetadata or "").startswith("ackstate-ingest")]

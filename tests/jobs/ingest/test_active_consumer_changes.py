@@ -117,8 +117,8 @@ def test_appended_changes_are_the_rows_the_insert_only_merge_wrote(
     monkeypatch.setattr(batch, "PROJECTIONS", old)
     ingest(spark, source, merged)
 
-    got = snapshot(spark, appended, exclude=LINEAGE)[TABLE]
-    assert got == snapshot(spark, merged, exclude=LINEAGE)[TABLE]
+    got = snapshot(appended, exclude=LINEAGE)[TABLE]
+    assert got == snapshot(merged, exclude=LINEAGE)[TABLE]
     # switches in both batches on every partition, none from the replays
     changes = read_table(spark, appended, TABLE).collect()
     assert {(r["batch_id"], r["topic"], r["partition"]) for r in changes} == {
@@ -134,6 +134,4 @@ def test_a_batch_run_again_after_its_append_adds_no_change_twice(
     crashed = tmp_path / "crashed"
     ingest(spark, source, crashed, kill_at=f"1:write {TABLE}")
     ingest(spark, source, crashed)
-    assert (
-        snapshot(spark, crashed, exclude=LINEAGE)[TABLE] == snapshot(spark, appended, exclude=LINEAGE)[TABLE]
-    )
+    assert snapshot(crashed, exclude=LINEAGE)[TABLE] == snapshot(appended, exclude=LINEAGE)[TABLE]

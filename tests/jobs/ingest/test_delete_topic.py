@@ -140,6 +140,4 @@ def test_a_topic_nothing_deleted_keeps_its_rows(spark, warm):
 
 def test_batches_on_kept_state_write_the_tables_of_batches_that_read(spark, source, warm, tmp_path):
     ingest(spark, source, tmp_path / "cold", warm_state=False, settings=SETTINGS)
-    assert_same_tables(
-        snapshot(spark, warm, exclude=LINEAGE), snapshot(spark, tmp_path / "cold", exclude=LINEAGE)
-    )
+    assert_same_tables(snapshot(warm, exclude=LINEAGE), snapshot(tmp_path / "cold", exclude=LINEAGE))

@@ -87,9 +87,9 @@ def _run(spark, options: IngestOptions, kill_at: str | None = None) -> None:
         query.awaitTermination()
 
 
-def snapshot(spark, warehouse: Path) -> dict[str, list[tuple]]:
+def snapshot(warehouse: Path) -> dict[str, list[tuple]]:
     """Every table's rows without lineage columns, sorted: what 'identical tables' means."""
-    return warehouse_snapshot(spark, warehouse, exclude=LINEAGE)
+    return warehouse_snapshot(warehouse, exclude=LINEAGE)
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,7 @@ def clean_run(spark, workload, tmp_path_factory):
     _write_source(base / "source", workload)
     options = _options(base / "source", base / "warehouse")
     _run(spark, options)
-    return base, snapshot(spark, base / "warehouse")
+    return base, snapshot(base / "warehouse")
 
 
 def test_state_matches_the_engine_applied_directly(spark, workload, well_formed, clean_run):
@@ -150,7 +150,7 @@ def test_feeding_the_same_events_again_changes_no_state(spark, workload, well_fo
     # the same records under new file names: the file source reads them as new input
     _write_source(work / "source", workload, prefix="again")
     _run(spark, _options(work / "source", work / "warehouse", work / "warehouse" / "_checkpoints" / "replay"))
-    after = snapshot(spark, work / "warehouse")
+    after = snapshot(work / "warehouse")
     assert_same_tables(after, tables, ("cursors", "topic_partitions", "ack_ranges", "batch_acks", "ledgers"))
     stale = read_table(spark, work / "warehouse", "rejected_events").filter("reason = 'stale_seq'").count()
     # a new query reads the original files and their copies: every well-formed record twice,
@@ -168,7 +168,7 @@ def test_crash_between_writes_then_restart_equals_a_clean_run(spark, workload, c
     options = _options(tmp_path / "source", tmp_path / "warehouse")
     _run(spark, options, kill_at=kill_at)
     _run(spark, options)
-    assert_same_tables(snapshot(spark, tmp_path / "warehouse"), expected)
+    assert_same_tables(snapshot(tmp_path / "warehouse"), expected)
 
 
 @pytest.mark.slow
@@ -191,7 +191,7 @@ def test_killed_process_between_state_and_projections_restarts_exactly(spark, wo
     killed = run_killed(argv, "1:merge cursors")
     assert killed.returncode == 137, killed.stderr[-2000:]
     assert main(argv) == 0
-    assert_same_tables(snapshot(spark, tmp_path / "warehouse"), expected)
+    assert_same_tables(snapshot(tmp_path / "warehouse"), expected)
 
 
 @pytest.mark.slow  # many micro-batches: minutes on 2 cores
@@ -215,7 +215,7 @@ def test_delta_table_source_gives_the_same_state(spark, well_formed, clean_run, 
         deadline = time.time() + 30  # listener events arrive asynchronously
         while not any("rows in" in m for m in caplog.messages) and time.time() < deadline:
             time.sleep(0.5)
-    actual = snapshot(spark, tmp_path / "warehouse")
+    actual = snapshot(tmp_path / "warehouse")
     assert_same_tables(
         actual,
         expected,
@@ -291,7 +291,7 @@ def test_large_batches_write_what_small_batches_write(
     finally:
         spark.conf.unset(MAX_BYTES)
     assert not any("interpreted" in m or "one partition" in m for m in caplog.messages), caplog.messages
-    assert_same_tables(snapshot(spark, tmp_path / "warehouse"), expected)
+    assert_same_tables(snapshot(tmp_path / "warehouse"), expected)
     longest = max(len(r[RAW_KEY] if RAW_KEY in r else json.dumps(r)) for r in workload)
     assert len(applies) == FILES, applies
     for records, checked, after in applies:
@@ -322,7 +322,7 @@ def test_large_batches_reject_the_duplicates_small_batches_reject(spark, workloa
         run = tmp_path / path
         _write_source(run / "source", records, files=1)
         _run(spark, replace(_options(run / "source", run / "warehouse"), **thresholds))
-        outputs[path] = snapshot(spark, run / "warehouse")
+        outputs[path] = snapshot(run / "warehouse")
     rejected = read_table(spark, tmp_path / "large" / "warehouse", "rejected_events")
     assert rejected.where("reason = 'duplicate_event_id'").count() == 2
     assert_same_tables(outputs["large"], outputs["small"])
@@ -356,4 +356,4 @@ def test_continuous_trigger_applies_files_as_they_arrive(spark, workload, clean_
             time.sleep(1)
     finally:
         query.stop()
-    assert_same_tables(snapshot(spark, tmp_path / "warehouse"), expected)
+    assert_same_tables(snapshot(tmp_path / "warehouse"), expected)

@@ -108,7 +108,7 @@ def _operations(spark, warehouse: Path, table: str) -> list[str]:
 
 
 def test_every_table_holds_the_rows_a_merge_leaves(spark, written):
-    merged, rewritten = (snapshot(spark, written[mode], exclude=LINEAGE) for mode in ("merge", "rewrite"))
+    merged, rewritten = (snapshot(written[mode], exclude=LINEAGE) for mode in ("merge", "rewrite"))
     assert_same_tables(rewritten, merged)
 
 

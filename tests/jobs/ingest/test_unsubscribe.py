@@ -141,9 +141,7 @@ def test_batches_on_kept_state_write_the_tables_of_batches_that_read(spark, sour
     """The state a batch keeps for the next (``jobs.ingest.warm``) drops the deleted cursor:
     the tables equal those of batches that read every state from Delta."""
     ingest(spark, source, tmp_path / "cold", warm_state=False)
-    assert_same_tables(
-        snapshot(spark, warm, exclude=LINEAGE), snapshot(spark, tmp_path / "cold", exclude=LINEAGE)
-    )
+    assert_same_tables(snapshot(warm, exclude=LINEAGE), snapshot(tmp_path / "cold", exclude=LINEAGE))
 
 
 @pytest.mark.slow  # a crash and a restart
@@ -155,4 +153,4 @@ def test_a_batch_killed_between_its_writes_deletes_the_same_rows_when_run_again(
     crashed = tmp_path / "crashed"
     ingest(spark, source, crashed, kill_at="1:merge consumers")
     ingest(spark, source, crashed)
-    assert_same_tables(snapshot(spark, crashed, exclude=LINEAGE), snapshot(spark, warm, exclude=LINEAGE))
+    assert_same_tables(snapshot(crashed, exclude=LINEAGE), snapshot(warm, exclude=LINEAGE))

@@ -44,7 +44,7 @@ def read_every_batch(spark, events, tmp_path_factory) -> dict[str, list]:
     warehouse = tmp_path_factory.mktemp("cold") / "warehouse"
     writer = ingest(spark, events, warehouse, warm_state=False)
     assert writer.warm is None
-    return snapshot(spark, warehouse, exclude=LINEAGE)
+    return snapshot(warehouse, exclude=LINEAGE)
 
 
 def test_batches_on_kept_state_write_the_tables_of_batches_that_read(
@@ -53,7 +53,7 @@ def test_batches_on_kept_state_write_the_tables_of_batches_that_read(
     writer = ingest(spark, events, tmp_path / "warehouse")
     assert writer.warm is not None
     assert writer.warm.hits == FILES - 1  # every batch after the first
-    assert_same_tables(snapshot(spark, tmp_path / "warehouse", exclude=LINEAGE), read_every_batch)
+    assert_same_tables(snapshot(tmp_path / "warehouse", exclude=LINEAGE), read_every_batch)
 
 
 def _drop_one_partitions_cursors(spark, warehouse: Path) -> None:
@@ -83,9 +83,9 @@ def test_a_commit_by_another_writer_between_batches_is_read_by_the_next(
     assert writer.warm is not None
     assert writer.warm.hits == FILES - 2  # batch 2 read the table
     ingest(spark, events, cold, on_phase=_repair_after_batch_1(spark, cold), warm_state=False)
-    repaired = snapshot(spark, cold, exclude=LINEAGE)
+    repaired = snapshot(cold, exclude=LINEAGE)
     assert repaired["cursors"] != read_every_batch["cursors"], "the repair changes what the batches write"
-    assert_same_tables(snapshot(spark, warm, exclude=LINEAGE), repaired)
+    assert_same_tables(snapshot(warm, exclude=LINEAGE), repaired)
 
 
 @pytest.mark.slow
@@ -108,7 +108,7 @@ def test_kept_rows_lost_between_batches_are_read_again(spark, events, read_every
     )
     assert writer.warm is not None
     assert writer.warm.hits == FILES - 2  # batch 2 found its kept rows gone and read
-    assert_same_tables(snapshot(spark, tmp_path / "warehouse", exclude=LINEAGE), read_every_batch)
+    assert_same_tables(snapshot(tmp_path / "warehouse", exclude=LINEAGE), read_every_batch)
 
 
 def test_batches_spread_over_partitions_keep_their_state_in_spark(spark, events, read_every_batch, tmp_path):
@@ -119,7 +119,7 @@ def test_batches_spread_over_partitions_keep_their_state_in_spark(spark, events,
     before = cached_rdds(spark)
     writer = ingest(spark, events, tmp_path / "warehouse", single_partition_rows=0)
     assert writer.warm is not None and writer.warm.hits == FILES - 1
-    assert_same_tables(snapshot(spark, tmp_path / "warehouse", exclude=LINEAGE), read_every_batch)
+    assert_same_tables(snapshot(tmp_path / "warehouse", exclude=LINEAGE), read_every_batch)
     new = cached_rdds_when(spark, lambda cached: len(cached - before) <= 1) - before
     assert len(new) == 1, f"{len(new)} checkpoints of the query left in the block manager"
 
