@@ -71,9 +71,9 @@ TEST_SPARK_CONF = {
     # while tests/s3 alone passed)
     "spark.driver.memory": "3g",
     # The throughput collector: this JVM's work is batch after batch of short Spark jobs, and
-    # G1's concurrent marking took a tenth of its CPU beside them (42 s of 520 s over
-    # tests/jobs/ingest and tests/jobs/compact, 2026-12-08). The same 241 tests, one after the
-    # other on one host: 348 s with it, 372 s and 386 s with G1 and the serial collector.
+    # G1 took an eighth of its CPU beside them (64 of 520 CPU seconds over tests/jobs/ingest and
+    # tests/jobs/compact, 42 of them concurrent marking; 2026-12-08). The same 241 tests, one
+    # after the other on one host: 348 s with it, 372 s and 386 s with G1 and the serial one.
     "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
     # No jobs.platform.java.QUICK_JIT here: this JVM serves the whole run, an hour of
     # micro-batches, and the optimising compiler pays for itself. The quick tests of
