@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from jobs.cli import INTERPRETED_QUERIES
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -75,6 +78,14 @@ TEST_SPARK_CONF = {
     # tests/jobs/compact, 42 of them concurrent marking; 2026-12-08). The same 241 tests, one
     # after the other on one host: 348 s with it, 372 s and 386 s with G1 and the serial one.
     "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
+    # Expressions interpreted (`generated_code` turns the generated code back on where a test is
+    # about it): the suite's tables hold a few thousand rows at most, and Spark writes out the
+    # source of a task's projections in every task before it finds the compiled class in its
+    # cache. Generating code was a third of this JVM's Java samples over two
+    # tests of tests/jobs/compact (Java Flight Recorder, 2026-12-08: 1,470 of 4,276, and 669 of
+    # them `CodeFormatter.stripExtraNewLinesAndComments`). One run after the other: tests/jobs
+    # 547 s with generated code, 470 s interpreted (README, under "Layout").
+    **INTERPRETED_QUERIES,
     # No jobs.platform.java.QUICK_JIT here: this JVM serves the whole run, an hour of
     # micro-batches, and the optimising compiler pays for itself. The quick tests of
     # tests/jobs/ingest and tests/jobs/compact (153), alternated twice in one session
@@ -97,6 +108,26 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     session = get_spark(app_name="ackstate-tests", master="local[2]", extra_conf=conf)
     yield session
     stop_spark()
+
+
+GENERATED_CODE = {
+    "spark.sql.codegen.factoryMode": "FALLBACK",
+    "spark.sql.codegen.wholeStage": "true",
+}
+"""Spark's own defaults for the keys of ``INTERPRETED_QUERIES``: generated code, as a user's
+ingest gets for a batch larger than ``[ingest] interpreted_rows`` and a user's compaction."""
+
+
+@contextmanager
+def generated_code(spark: SparkSession) -> Iterator[None]:
+    """Within the block, ``spark`` (and the sessions a query copies from it) generates code.
+
+    The suite's session interprets expressions (``TEST_SPARK_CONF``); a test whose subject is
+    the path that runs generated code wraps that path in this."""
+    from jobs.platform.session import session_settings
+
+    with session_settings([spark], GENERATED_CODE):
+        yield
 
 
 @pytest.fixture

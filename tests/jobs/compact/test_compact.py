@@ -34,6 +34,7 @@ from jobs.compact.compaction import (
 from jobs.platform.java import QUICK_JIT
 from jobs.platform.tables import read_table, table_path
 from schemas.tables import TABLES
+from tests.conftest import generated_code
 from tests.jobs.warehouse import (
     DEMO_FILES,
     LINEAGE,
@@ -74,21 +75,23 @@ def run_json(capsys, *argv: str) -> tuple[int, dict]:
 def test_compaction_changes_no_query_result_and_a_second_run_finds_nothing_to_do(
     spark, demo, tmp_path, capsys
 ):
+    """The compaction runs generated code, as a user's scheduled job does."""
     warehouse = copy(demo, tmp_path / "warehouse")
     before = snapshot(warehouse)
     files_before = _files(spark, warehouse, "rejected_events")
     assert files_before > 1  # each micro-batch appended its own
 
-    code, first = run_json(
-        capsys,
-        "compact",
-        "--warehouse",
-        str(warehouse),
-        "--json",
-        "--vacuum-retention-hours",
-        "0",
-        "--allow-short-retention",
-    )
+    with generated_code(spark):
+        code, first = run_json(
+            capsys,
+            "compact",
+            "--warehouse",
+            str(warehouse),
+            "--json",
+            "--vacuum-retention-hours",
+            "0",
+            "--allow-short-retention",
+        )
     assert code == 0
     assert_same_tables(snapshot(warehouse), before)
     tables = first["tables"]

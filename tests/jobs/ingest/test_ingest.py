@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,9 +28,12 @@ from jobs.ingest.query import start_ingest
 from jobs.platform.rewrite import REWRITE_PREDICATE
 from jobs.platform.tables import read_table
 from schemas.tables import TABLES
+from tests.conftest import GENERATED_CODE, generated_code
 from tests.jobs.ingest.killed_cli import run_killed
 from tests.jobs.warehouse import LINEAGE, assert_same_tables, commit_actions, crash_at
 from tests.jobs.warehouse import snapshot as warehouse_snapshot
+
+CODEGEN_MODE = "spark.sql.codegen.factoryMode"
 
 pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
 
@@ -271,13 +275,14 @@ def test_large_batches_write_what_small_batches_write(
         interpreted_rows=0,
         single_partition_rows=0,
     )
-    applies: list[tuple[str, str, str]] = []  # (records, bytes) inside, bytes after
+    applies: list[tuple[str, str, str, str]] = []  # (records, bytes, codegen mode) inside, bytes after
     real_settings = batch_module.session_settings
 
     @contextmanager
     def observed(sessions, settings):
         with real_settings(sessions, settings):
-            inside = (sessions[0].conf.get(MAX_RECORDS), sessions[0].conf.get(MAX_BYTES))
+            conf = sessions[0].conf
+            inside = (conf.get(MAX_RECORDS), conf.get(MAX_BYTES), conf.get(CODEGEN_MODE))
             yield
         if MAX_BYTES in settings:
             applies.append((*inside, sessions[0].conf.get(MAX_BYTES)))
@@ -286,7 +291,7 @@ def test_large_batches_write_what_small_batches_write(
     limit = 64 * 1024
     spark.conf.set(MAX_BYTES, str(limit))  # the query's session is a copy of this one
     try:
-        with caplog.at_level(logging.DEBUG, logger="ackstate.ingest"):
+        with caplog.at_level(logging.DEBUG, logger="ackstate.ingest"), generated_code(spark):
             _run(spark, options)
     finally:
         spark.conf.unset(MAX_BYTES)
@@ -294,8 +299,9 @@ def test_large_batches_write_what_small_batches_write(
     assert_same_tables(snapshot(tmp_path / "warehouse"), expected)
     longest = max(len(r[RAW_KEY] if RAW_KEY in r else json.dumps(r)) for r in workload)
     assert len(applies) == FILES, applies
-    for records, checked, after in applies:
+    for records, checked, mode, after in applies:
         assert checked == str(UNCHECKED_BYTES) and after == str(limit)
+        assert mode == GENERATED_CODE[CODEGEN_MODE]  # the query's session runs generated code
         assert 1 <= int(records) <= limit // event_row_bytes(0) and int(records) <= limit // longest
     in_one = _files_per_rewrite(base / "warehouse")
     spread = _files_per_rewrite(tmp_path / "warehouse")
@@ -321,7 +327,8 @@ def test_large_batches_reject_the_duplicates_small_batches_reject(spark, workloa
     for path, thresholds in (("small", {}), ("large", {"interpreted_rows": 0, "single_partition_rows": 0})):
         run = tmp_path / path
         _write_source(run / "source", records, files=1)
-        _run(spark, replace(_options(run / "source", run / "warehouse"), **thresholds))
+        with generated_code(spark) if path == "large" else nullcontext():
+            _run(spark, replace(_options(run / "source", run / "warehouse"), **thresholds))
         outputs[path] = snapshot(run / "warehouse")
     rejected = read_table(spark, tmp_path / "large" / "warehouse", "rejected_events")
     assert rejected.where("reason = 'duplicate_event_id'").count() == 2

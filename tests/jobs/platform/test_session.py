@@ -17,6 +17,7 @@ from jobs.platform.errors import DeltaJarsMissingError
 from jobs.platform.jars import find_delta_jars, jars_root
 from jobs.platform.maven import MANIFEST
 from jobs.platform.session import get_spark, session_settings, spark_defaults
+from tests.conftest import generated_code
 
 pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
 
@@ -173,23 +174,26 @@ def test_generated_code_stays_compiled_across_batches(spark: SparkSession) -> No
         return metrics.METRIC_COMPILATION_TIME().getCount() - before
 
     assert spark.sparkContext.getConf().get("spark.sql.codegen.cache.maxEntries") == "1000"
-    assert plan_all() >= 150
-    assert plan_all() == 0
+    with generated_code(spark):
+        assert plan_all() >= 150
+        assert plan_all() == 0
 
 
 def test_session_settings_last_for_the_block_and_give_back_what_each_session_had(spark: SparkSession) -> None:
-    """The ingest runs a small batch interpreted in the query's session and its write sessions,
-    which live on into the next batch: each must get back its own value, or none."""
-    key = "spark.sql.codegen.factoryMode"
+    """The ingest runs a small batch with settings of its own (interpreted, in one partition) in
+    the query's session and its write sessions, which live on into the next batch: each must get
+    back its own value, or none. The key is the one-partition batch's: the suite's session
+    interprets expressions from its start (``TEST_SPARK_CONF``)."""
+    key, small = "spark.sql.maxSinglePartitionBytes", "1000"
     other = spark.newSession()
-    other.conf.set(key, "FALLBACK")
+    other.conf.set(key, "2000")
     assert key not in spark.conf.getAll
-    with session_settings([spark, other], {key: "NO_CODEGEN"}):
-        assert spark.conf.get(key) == other.conf.get(key) == "NO_CODEGEN"
+    with session_settings([spark, other], {key: small}):
+        assert spark.conf.get(key) == other.conf.get(key) == small
         assert spark.range(3).selectExpr("id * 2 AS x").collect()[2].x == 4
     assert key not in spark.conf.getAll
-    assert other.conf.getAll[key] == "FALLBACK"
-    with pytest.raises(ZeroDivisionError), session_settings([spark], {key: "NO_CODEGEN"}):
+    assert other.conf.getAll[key] == "2000"
+    with pytest.raises(ZeroDivisionError), session_settings([spark], {key: small}):
         raise ZeroDivisionError
     assert key not in spark.conf.getAll
 
@@ -199,9 +203,9 @@ def test_session_settings_read_no_java_iterator(spark: SparkSession, monkeypatch
     must not end a py4j iteration with an exception (about 20 ms each, ``jobs.platform.java``)."""
     from tests.jobs.platform.test_java import converted_exceptions
 
-    key = "spark.sql.codegen.factoryMode"
+    key = "spark.sql.maxSinglePartitionBytes"
     seen = converted_exceptions(monkeypatch)
-    with session_settings([spark], {key: "NO_CODEGEN", "spark.sql.shuffle.partitions": "5"}):
+    with session_settings([spark], {key: "1000", "spark.sql.shuffle.partitions": "5"}):
         assert spark.conf.get("spark.sql.shuffle.partitions") == "5"
     assert seen == []
     assert key not in spark.conf.getAll
