@@ -107,7 +107,9 @@ def start_ingest(
     writer = writer or BatchWriter(options)
     writer.repeats = uncommitted_batch(options.checkpoint_path)
     stream = read_source(spark, options).writeStream.foreachBatch(writer)
-    stream = stream.option("checkpointLocation", options.checkpoint_path).queryName("ackstate-ingest")
+    # named by its writer's id: Spark refuses a second active query of the same name in a
+    # session, and two ingests (of two sources, or into two warehouses) may share one
+    stream = stream.option("checkpointLocation", options.checkpoint_path).queryName(options.app_id)
     if options.trigger == "available-now":
         stream = stream.trigger(availableNow=True)
     elif options.trigger == "continuous":

@@ -337,30 +337,41 @@ def test_large_batches_reject_the_duplicates_small_batches_reject(spark, workloa
 
 @pytest.mark.slow
 def test_continuous_trigger_applies_files_as_they_arrive(spark, workload, clean_run, tmp_path):
-    """`--trigger continuous`: a processing-time query picks up files written while it runs."""
+    """`--trigger continuous`: a processing-time query picks up files written while it runs.
+    Two such ingests of one source into two warehouses run side by side in the one session,
+    each query named by its writer's id (Spark allows one active query of a name)."""
     _, expected = clean_run
     source = tmp_path / "source"
     source.mkdir()
-    options = IngestOptions(
-        source=str(source),
-        warehouse=tmp_path / "warehouse",
-        trigger="continuous",
-        processing_time="1 second",
-        max_files_per_trigger=1,
-    )
-    query = start_ingest(spark, options)
+    options = [
+        IngestOptions(
+            source=str(source),
+            warehouse=tmp_path / name,
+            trigger="continuous",
+            processing_time="1 second",
+            max_files_per_trigger=1,
+        )
+        for name in ("warehouse", "beside")
+    ]
+    queries = []
     try:
-        # arrives after the query started; renamed in whole, as a file stream source expects
+        for each in options:
+            queries.append(start_ingest(spark, each))
+        assert [q.name for q in queries] == [each.app_id for each in options]
+        assert queries[0].name != queries[1].name
+        # arrives after the queries started; renamed in whole, as a file stream source expects
         _write_source(tmp_path / "staging", workload)
         for staged in sorted((tmp_path / "staging").iterdir()):
             staged.rename(source / staged.name)
         deadline = time.time() + 300
         while time.time() < deadline:
-            done = read_table(spark, tmp_path / "warehouse", "ingest_batches").count()
-            if done >= FILES:
+            done = [read_table(spark, each.warehouse, "ingest_batches").count() for each in options]
+            if min(done) >= FILES:
                 break
-            assert query.exception() is None
+            assert all(q.exception() is None for q in queries)
             time.sleep(1)
     finally:
-        query.stop()
-    assert_same_tables(snapshot(tmp_path / "warehouse"), expected)
+        for query in queries:
+            query.stop()
+    for each in options:
+        assert_same_tables(snapshot(each.warehouse), expected)
