@@ -30,12 +30,7 @@ from jobs.ingest.batch import BatchWriter
 from jobs.ingest.options import IngestOptions
 from jobs.ingest.query import start_ingest
 from jobs.platform import checkpoints
-from tests.jobs.warehouse import (
-    BATCH_FIGURES,
-    assert_same_tables,
-    reference_warehouse,
-    snapshot,
-)
+from tests.jobs.warehouse import BATCH_FIGURES, assert_same_tables, reference_warehouse, snapshot
 from tests.jobs.warehouse import LINEAGE as WRITER_LINEAGE
 from tests.s3.conftest import BUCKET
 from tests.s3.server import S3Server

@@ -33,8 +33,6 @@ from tests.jobs.ingest.killed_cli import run_killed
 from tests.jobs.warehouse import LINEAGE, assert_same_tables, commit_actions, crash_at
 from tests.jobs.warehouse import snapshot as warehouse_snapshot
 
-CODEGEN_MODE = "spark.sql.codegen.factoryMode"
-
 pytestmark = pytest.mark.spark  # needs the run's Spark session (JVM)
 
 FILES = 2
@@ -275,14 +273,15 @@ def test_large_batches_write_what_small_batches_write(
         interpreted_rows=0,
         single_partition_rows=0,
     )
-    applies: list[tuple[str, str, str, str]] = []  # (records, bytes, codegen mode) inside, bytes after
+    applies: list[tuple[str, str, dict, str]] = []  # (records, bytes, codegen settings) inside, bytes after
     real_settings = batch_module.session_settings
 
     @contextmanager
     def observed(sessions, settings):
         with real_settings(sessions, settings):
             conf = sessions[0].conf
-            inside = (conf.get(MAX_RECORDS), conf.get(MAX_BYTES), conf.get(CODEGEN_MODE))
+            codegen = {key: conf.get(key) for key in GENERATED_CODE}
+            inside = (conf.get(MAX_RECORDS), conf.get(MAX_BYTES), codegen)
             yield
         if MAX_BYTES in settings:
             applies.append((*inside, sessions[0].conf.get(MAX_BYTES)))
@@ -299,9 +298,9 @@ def test_large_batches_write_what_small_batches_write(
     assert_same_tables(snapshot(tmp_path / "warehouse"), expected)
     longest = max(len(r[RAW_KEY] if RAW_KEY in r else json.dumps(r)) for r in workload)
     assert len(applies) == FILES, applies
-    for records, checked, mode, after in applies:
+    for records, checked, codegen, after in applies:
         assert checked == str(UNCHECKED_BYTES) and after == str(limit)
-        assert mode == GENERATED_CODE[CODEGEN_MODE]  # the query's session runs generated code
+        assert codegen == GENERATED_CODE  # the query's session runs generated code
         assert 1 <= int(records) <= limit // event_row_bytes(0) and int(records) <= limit // longest
     in_one = _files_per_rewrite(base / "warehouse")
     spread = _files_per_rewrite(tmp_path / "warehouse")
